@@ -1,0 +1,157 @@
+//! The file-system seam: every byte tierkv reads or writes goes through [`Fs`].
+//!
+//! Two implementations: [`PosixFs`] (real files, `fdatasync`, `flock`) and [`FaultFs`] (an
+//! in-memory file system for tests that can crash with a chosen policy, fail the Nth operation
+//! and run a directory out of space). Nothing else in the crate touches `std::fs`.
+//!
+//! Contract shared by every implementation:
+//! - `append` hands bytes to the "operating system": after a process crash they survive, after a
+//!   power loss only if a later `sync` on that file returned `Ok`.
+//! - A newly created, renamed or removed directory entry survives a power loss only after
+//!   `sync_dir` on its parent directory returned `Ok`.
+//! - Errors are [`Error::Io`] naming the operation and the path; running out of space is an
+//!   `Io` error whose source has kind [`std::io::ErrorKind::StorageFull`].
+//!
+//! User-space buffering is not part of the trait: [`BufferedFile`] adds it on top of any
+//! [`WritableFile`], so the crash model (what a process kill loses) is the same everywhere.
+
+mod fault;
+mod posix;
+
+pub use fault::{CrashPolicy, FaultFs, FaultKind};
+pub use posix::PosixFs;
+
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file system: the one I/O seam of the engine.
+pub trait Fs: Send + Sync + 'static {
+    /// Creates `path` (truncating an existing file) and opens it for appending.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for appending at its end.
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for positional reads.
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// True if `path` names an existing file or directory.
+    fn exists(&self, path: &Path) -> bool;
+    /// The names (not paths) of the entries of `dir`, in no particular order.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Creates `dir` and its missing parents; Ok if it exists.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to` if it exists.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// The size in bytes of a file.
+    fn file_size(&self, path: &Path) -> Result<u64>;
+    /// Takes an exclusive advisory lock on `path` (created if missing), held until the returned
+    /// guard drops. Fails with [`Error::Locked`] if another holder has it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// A file opened for appending.
+pub trait WritableFile: Send {
+    /// Appends `data` at the end of the file (handed to the OS, not yet durable).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Makes every byte appended so far durable (`fdatasync`).
+    fn sync(&mut self) -> Result<()>;
+    /// The file's size: bytes present before opening plus bytes appended.
+    fn size(&self) -> u64;
+    /// Closes the file, reporting any error the close itself returns.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// A file opened for positional reads; shared between threads.
+pub trait RandomAccessFile: Send + Sync {
+    /// Fills `buf` with the bytes at `offset`; an error if the file ends first.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// The file's size when it was opened.
+    fn size(&self) -> u64;
+}
+
+/// An exclusive lock held until dropped.
+pub trait FileLock: Send + Sync {}
+
+/// Reads a whole file into memory.
+pub fn read_file(fs: &dyn Fs, path: &Path) -> Result<Vec<u8>> {
+    let file = fs.open_read(path)?;
+    let mut buf = vec![0u8; file.size() as usize];
+    file.read_exact_at(0, &mut buf)?;
+    Ok(buf)
+}
+
+/// Writes `data` to `path` atomically and durably: a temporary file is written and synced,
+/// renamed over `path`, and the directory is synced.
+pub fn write_file_atomic(fs: &dyn Fs, path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::invalid(format!("{} has no parent directory", path.display())))?;
+    let tmp = path.with_extension("tmp");
+    let mut f = fs.create(&tmp)?;
+    f.append(data)?;
+    f.sync()?;
+    f.close()?;
+    fs.rename(&tmp, path)?;
+    fs.sync_dir(dir)
+}
+
+/// User-space write buffering over a [`WritableFile`]: `append` collects bytes, `flush` hands
+/// them to the OS, `sync` flushes and makes them durable. A process crash loses what was only
+/// buffered here.
+pub struct BufferedFile {
+    inner: Box<dyn WritableFile>,
+    buf: Vec<u8>,
+    capacity: usize,
+}
+
+impl BufferedFile {
+    /// Buffers up to `capacity` bytes before writing through.
+    pub fn new(inner: Box<dyn WritableFile>, capacity: usize) -> Self {
+        BufferedFile {
+            inner,
+            buf: Vec::with_capacity(capacity),
+            capacity,
+        }
+    }
+
+    /// Appends `data`; writes through to the OS once the buffer is full.
+    pub fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.buf.len() + data.len() > self.capacity {
+            self.flush()?;
+            if data.len() >= self.capacity {
+                return self.inner.append(data);
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Hands buffered bytes to the OS.
+    pub fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.append(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Flushes, then makes everything durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.inner.sync()
+    }
+
+    /// Logical size: bytes in the file plus bytes still buffered.
+    pub fn size(&self) -> u64 {
+        self.inner.size() + self.buf.len() as u64
+    }
+
+    /// Flushes and closes.
+    pub fn close(mut self) -> Result<()> {
+        self.flush()?;
+        self.inner.close()
+    }
+}

@@ -1,0 +1,137 @@
+//! The one error type of tierkv.
+//!
+//! Every variant carries structured fields so a caller can react to it and a person can read it:
+//! which file, which offset, which option, which tier. `Io` keeps the operation and the path that
+//! failed; `Corruption` says what check failed where.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A specialised `Result` for tierkv operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tierkv.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    Io {
+        /// What was being done: "open", "read", "write", "fdatasync", "rename", ...
+        op: &'static str,
+        /// The file or directory it was done to.
+        path: PathBuf,
+        /// The error the operating system returned.
+        source: std::io::Error,
+    },
+    /// A checksum, magic number or structural check failed while reading stored data.
+    Corruption {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset in that file where the damaged unit starts.
+        offset: u64,
+        /// What check failed.
+        what: String,
+    },
+    /// The caller passed something that is not acceptable (an option, a key, a value).
+    InvalidArgument(String),
+    /// No database at the path and `create_if_missing` is false, or a required file is missing.
+    NotFound(String),
+    /// A database already exists and `error_if_exists` is true.
+    AlreadyExists(PathBuf),
+    /// Another process (or another `Db` in this one) holds the database's LOCK file.
+    Locked(PathBuf),
+    /// A tier ran out of space and no later tier could take the file.
+    NoSpace {
+        /// The tier that was full.
+        tier: String,
+    },
+    /// The engine is temporarily unable to take the request (queues full); retry later.
+    Busy(String),
+    /// The database was closed, or stopped accepting writes after a failed sync
+    /// or a failed background job; reopen it to continue.
+    Closed(String),
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(file: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            what: what.into(),
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+
+    /// True for `Corruption`.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+
+    /// A copy of this error for handing to several waiters (the `io::Error` source is
+    /// re-created from its kind and message).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption { file, offset, what } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                what: what.clone(),
+            },
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::NotFound(m) => Error::NotFound(m.clone()),
+            Error::AlreadyExists(p) => Error::AlreadyExists(p.clone()),
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::NoSpace { tier } => Error::NoSpace { tier: tier.clone() },
+            Error::Busy(m) => Error::Busy(m.clone()),
+            Error::Closed(m) => Error::Closed(m.clone()),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => {
+                write!(f, "I/O error: {op} {}: {source}", path.display())
+            }
+            Error::Corruption { file, offset, what } => {
+                write!(f, "corruption in {} at offset {offset}: {what}", file.display())
+            }
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::NotFound(m) => write!(f, "not found: {m}"),
+            Error::AlreadyExists(p) => write!(f, "database already exists: {}", p.display()),
+            Error::Locked(p) => write!(
+                f,
+                "database is locked by another process or handle: {}",
+                p.display()
+            ),
+            Error::NoSpace { tier } => write!(f, "no space left on tier '{tier}' or any later tier"),
+            Error::Busy(m) => write!(f, "busy: {m}"),
+            Error::Closed(m) => write!(f, "database closed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
