@@ -61,7 +61,11 @@ impl Error {
         }
     }
 
-    pub(crate) fn corruption(file: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        what: impl Into<String>,
+    ) -> Self {
         Error::Corruption {
             file: file.into(),
             offset,
@@ -110,7 +114,11 @@ impl fmt::Display for Error {
                 write!(f, "I/O error: {op} {}: {source}", path.display())
             }
             Error::Corruption { file, offset, what } => {
-                write!(f, "corruption in {} at offset {offset}: {what}", file.display())
+                write!(
+                    f,
+                    "corruption in {} at offset {offset}: {what}",
+                    file.display()
+                )
             }
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::NotFound(m) => write!(f, "not found: {m}"),
@@ -120,7 +128,9 @@ impl fmt::Display for Error {
                 "database is locked by another process or handle: {}",
                 p.display()
             ),
-            Error::NoSpace { tier } => write!(f, "no space left on tier '{tier}' or any later tier"),
+            Error::NoSpace { tier } => {
+                write!(f, "no space left on tier '{tier}' or any later tier")
+            }
             Error::Busy(m) => write!(f, "busy: {m}"),
             Error::Closed(m) => write!(f, "database closed: {m}"),
         }

@@ -135,7 +135,10 @@ mod tests {
         let k = internal_key(b"a", 0x0102, ValueKind::Value);
         assert_eq!(k, [b'a', 0x01, 0x02, 0x01, 0, 0, 0, 0, 0]);
         let p = parse_internal_key(&k).unwrap();
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"a"[..], 0x0102, ValueKind::Value));
+        assert_eq!(
+            (p.user_key, p.seq, p.kind),
+            (&b"a"[..], 0x0102, ValueKind::Value)
+        );
     }
 
     #[test]

@@ -1,0 +1,320 @@
+//! [`PosixFs`]: the [`Fs`] seam over real files, with `std::fs` and `libc`.
+//!
+//! - `append` is one or more `write(2)` calls, no user-space buffering ([`super::BufferedFile`]
+//!   adds that); `sync` is `fdatasync(2)`; `sync_dir` opens the directory and `fsync(2)`s it.
+//! - `lock` is `flock(LOCK_EX | LOCK_NB)`. The lock belongs to the open file description, so a
+//!   second `lock` of the same path fails even inside the same process; closing the descriptor
+//!   (dropping the guard) releases it.
+//! - Every error is [`Error::Io`] naming the operation and the path; the `io::Error` is passed on
+//!   untouched, so `ENOSPC` keeps its kind `StorageFull` and its raw errno.
+
+use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::{AsRawFd, IntoRawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The real file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PosixFs;
+
+impl PosixFs {
+    /// A handle to the real file system (it has no state).
+    pub fn new() -> Self {
+        PosixFs
+    }
+}
+
+/// The size of an open file, from `fstat`.
+fn file_len(file: &File, path: &Path) -> Result<u64> {
+    let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+    Ok(meta.len())
+}
+
+impl Fs for PosixFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        Ok(Box::new(PosixWritable::new(file, path, 0)))
+    }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let size = file_len(&file, path)?;
+        Ok(Box::new(PosixWritable::new(file, path, size)))
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let size = file_len(&file, path)?;
+        Ok(Arc::new(PosixRandomAccess {
+            file,
+            path: path.to_path_buf(),
+            size,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        std::fs::metadata(path).is_ok()
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
+        let entries = std::fs::read_dir(dir).map_err(|e| Error::io("readdir", dir, e))?;
+        entries
+            .map(|entry| {
+                let entry = entry.map_err(|e| Error::io("readdir", dir, e))?;
+                Ok(entry.file_name().to_string_lossy().into_owned())
+            })
+            .collect()
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        // NB: `Error::Io` has room for one path; the source file is the one a failure is
+        // usually about (missing, or on another file system than `to`).
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let file = File::open(dir).map_err(|e| Error::io("open", dir, e))?;
+        file.sync_all().map_err(|e| Error::io("fsync-dir", dir, e))
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+        Ok(meta.len())
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        flock_exclusive(&file, path)?;
+        Ok(Box::new(PosixLock { _file: file }))
+    }
+}
+
+/// Takes a non-blocking exclusive `flock` on `file`, retrying on `EINTR`.
+fn flock_exclusive(file: &File, path: &Path) -> Result<()> {
+    loop {
+        // SAFETY: `flock` only reads its integer arguments; the descriptor is owned by `file`,
+        // which outlives the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.to_path_buf())),
+            _ => return Err(Error::io("lock", path, err)),
+        }
+    }
+}
+
+/// A file opened for appending; every byte written goes straight to the kernel.
+struct PosixWritable {
+    file: File,
+    path: PathBuf,
+    // INVARIANT: the size before opening plus every byte the kernel accepted, even when an
+    // append failed part way.
+    size: u64,
+}
+
+impl PosixWritable {
+    fn new(file: File, path: &Path, size: u64) -> Self {
+        PosixWritable {
+            file,
+            path: path.to_path_buf(),
+            size,
+        }
+    }
+}
+
+impl WritableFile for PosixWritable {
+    fn append(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            match self.file.write(data) {
+                Ok(0) => {
+                    let err = io::Error::new(io::ErrorKind::WriteZero, "write returned 0 bytes");
+                    return Err(Error::io("write", &self.path, err));
+                }
+                Ok(n) => {
+                    self.size += n as u64;
+                    data = &data[n..];
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("write", &self.path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        let fd = self.file.into_raw_fd();
+        // SAFETY: `into_raw_fd` gave up ownership of `fd`, so it is closed exactly once, here.
+        // NB: no retry on EINTR; on Linux the descriptor is released even then.
+        let rc = unsafe { libc::close(fd) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::io("close", &self.path, io::Error::last_os_error()))
+        }
+    }
+}
+
+/// A file opened for positional reads (`pread`), shared between threads.
+struct PosixRandomAccess {
+    file: File,
+    path: PathBuf,
+    size: u64,
+}
+
+impl RandomAccessFile for PosixRandomAccess {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        // NB: an early end of file comes back as `UnexpectedEof`.
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", &self.path, e))
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// Holds the `flock`; closing the descriptor on drop releases it.
+struct PosixLock {
+    _file: File,
+}
+
+impl FileLock for PosixLock {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{read_file, write_file_atomic};
+
+    fn io_parts(err: Error) -> (&'static str, PathBuf, io::ErrorKind) {
+        match err {
+            Error::Io { op, path, source } => (op, path, source.kind()),
+            other => panic!("expected an Io error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("000001.log");
+        let mut f = fs.create(&path).unwrap();
+        f.append(b"hello ").unwrap();
+        f.append(b"world").unwrap();
+        assert_eq!(f.size(), 11);
+        f.sync().unwrap();
+        f.close().unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+
+        let mut f = fs.open_append(&path).unwrap();
+        assert_eq!(f.size(), 11);
+        f.append(b"!").unwrap();
+        assert_eq!(f.size(), 12);
+        f.close().unwrap();
+
+        let r = fs.open_read(&path).unwrap();
+        assert_eq!(r.size(), 12);
+        let mut buf = [0u8; 5];
+        r.read_exact_at(6, &mut buf).unwrap();
+        assert_eq!(&buf, b"world");
+        assert_eq!(fs.file_size(&path).unwrap(), 12);
+        assert_eq!(read_file(&fs, &path).unwrap(), b"hello world!");
+    }
+
+    #[test]
+    fn namespace_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let sub = dir.path().join("fast/wal");
+        fs.create_dir_all(&sub).unwrap();
+        fs.create_dir_all(&sub).unwrap();
+        let a = sub.join("a");
+        let b = sub.join("b");
+        write_file_atomic(&fs, &a, b"payload").unwrap();
+        fs.rename(&a, &b).unwrap();
+        assert!(!fs.exists(&a));
+        assert!(fs.exists(&b));
+        assert_eq!(fs.list_dir(&sub).unwrap(), vec!["b".to_string()]);
+        assert_eq!(read_file(&fs, &b).unwrap(), b"payload");
+        fs.remove_file(&b).unwrap();
+        assert!(fs.list_dir(&sub).unwrap().is_empty());
+        let (op, path, kind) = io_parts(fs.remove_file(&b).unwrap_err());
+        assert_eq!((op, path, kind), ("remove", b, io::ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn create_fails_without_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing/000001.sst");
+        let err = PosixFs::new().create(&path).err().unwrap();
+        assert_eq!(io_parts(err), ("create", path, io::ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn lock_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("LOCK");
+        let guard = fs.lock(&path).unwrap();
+        match fs.lock(&path) {
+            Err(Error::Locked(p)) => assert_eq!(p, path),
+            other => panic!("expected Locked, got {:?}", other.err()),
+        }
+        drop(guard);
+        let _again = fs.lock(&path).unwrap();
+    }
+
+    #[test]
+    fn read_past_eof_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("short");
+        let mut f = fs.create(&path).unwrap();
+        f.append(b"0123456789").unwrap();
+        f.close().unwrap();
+        let r = fs.open_read(&path).unwrap();
+        let mut buf = [0u8; 4];
+        let err = r.read_exact_at(8, &mut buf).unwrap_err();
+        assert_eq!(io_parts(err), ("read", path, io::ErrorKind::UnexpectedEof));
+    }
+}

@@ -1,0 +1,248 @@
+//! Write batches: a group of puts and deletes applied atomically, in the WAL and at recovery.
+//!
+//! Encoding (the payload of one WAL record; format version 1):
+//! `first_seq u64 LE | count u32 LE | entries`, each entry `kind u8 | key (varint len + bytes)`
+//! followed, for `kind = 1` (value), by `value (varint len + bytes)`. Entry `i` gets sequence
+//! number `first_seq + i`.
+
+use crate::coding::{put_length_prefixed, Decoder};
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind};
+use crate::options::{MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN};
+
+const HEADER_LEN: usize = 12;
+
+/// An ordered group of writes applied all-or-nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WriteBatch {
+    rep: Vec<u8>,
+    count: u32,
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        WriteBatch {
+            rep: vec![0; HEADER_LEN],
+            count: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WriteBatch({} ops, {} bytes)",
+            self.count,
+            self.rep.len()
+        )
+    }
+}
+
+/// One operation of a batch, as decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    /// Store `value` under `key`.
+    Put(&'a [u8], &'a [u8]),
+    /// Remove `key`.
+    Delete(&'a [u8]),
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a put.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.rep.push(ValueKind::Value as u8);
+        put_length_prefixed(&mut self.rep, key.as_ref());
+        put_length_prefixed(&mut self.rep, value.as_ref());
+        self.count += 1;
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.rep.push(ValueKind::Deletion as u8);
+        put_length_prefixed(&mut self.rep, key.as_ref());
+        self.count += 1;
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True if the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Removes every operation.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Encoded size in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// The operations in order.
+    pub fn iter(&self) -> BatchIter<'_> {
+        BatchIter {
+            dec: Decoder::new(&self.rep[HEADER_LEN..]),
+            left: self.count,
+        }
+    }
+
+    /// Checks the documented size limits.
+    pub fn validate(&self) -> Result<()> {
+        if self.rep.len() > MAX_BATCH_BYTES {
+            return Err(Error::invalid(format!(
+                "write batch of {} bytes exceeds the limit of {MAX_BATCH_BYTES} bytes",
+                self.rep.len()
+            )));
+        }
+        for op in self.iter() {
+            let (key, value) = match op? {
+                BatchOp::Put(k, v) => (k, v),
+                BatchOp::Delete(k) => (k, &[][..]),
+            };
+            check_key_value(key, value)?;
+        }
+        Ok(())
+    }
+
+    /// Stamps the first sequence number and returns the WAL payload.
+    pub(crate) fn encode_with_seq(&mut self, first_seq: SeqNo) -> &[u8] {
+        self.rep[..8].copy_from_slice(&first_seq.to_le_bytes());
+        self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
+        &self.rep
+    }
+
+    /// Decodes a WAL payload into `(first_seq, batch)`; `None` if malformed.
+    pub(crate) fn decode(payload: &[u8]) -> Option<(SeqNo, WriteBatch)> {
+        let mut d = Decoder::new(payload);
+        let seq = d.u64()?;
+        let count = d.u32()?;
+        let batch = WriteBatch {
+            rep: payload.to_vec(),
+            count,
+        };
+        // Every entry must decode and the count must match exactly.
+        let mut n = 0u32;
+        for op in batch.iter() {
+            op.ok()?;
+            n += 1;
+        }
+        let consumed_all = {
+            let mut it = batch.iter();
+            while it.next().is_some() {}
+            it.dec.is_empty()
+        };
+        (n == count && consumed_all).then_some((seq, batch))
+    }
+}
+
+/// Rejects keys and values over the documented limits.
+pub(crate) fn check_key_value(key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "key of {} bytes exceeds the limit of {MAX_KEY_LEN} bytes",
+            key.len()
+        )));
+    }
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::invalid(format!(
+            "value of {} bytes exceeds the limit of {MAX_VALUE_LEN} bytes",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Iterator over a batch's operations.
+pub struct BatchIter<'a> {
+    dec: Decoder<'a>,
+    left: u32,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = Result<BatchOp<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        Some(self.decode_one().ok_or_else(|| {
+            self.left = 0;
+            Error::invalid("malformed write batch")
+        }))
+    }
+}
+
+impl<'a> BatchIter<'a> {
+    fn decode_one(&mut self) -> Option<BatchOp<'a>> {
+        let kind = ValueKind::from_u8(self.dec.u8()?)?;
+        let key = self.dec.length_prefixed()?;
+        match kind {
+            ValueKind::Value => Some(BatchOp::Put(key, self.dec.length_prefixed()?)),
+            ValueKind::Deletion => Some(BatchOp::Delete(key)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1");
+        b.delete(b"b");
+        b.put(b"", b"");
+        let payload = b.encode_with_seq(42).to_vec();
+        let (seq, d) = WriteBatch::decode(&payload).unwrap();
+        assert_eq!(seq, 42);
+        let ops: Vec<_> = d.iter().map(|o| o.unwrap()).collect();
+        assert_eq!(
+            ops,
+            vec![
+                BatchOp::Put(b"a", b"1"),
+                BatchOp::Delete(b"b"),
+                BatchOp::Put(b"", b"")
+            ]
+        );
+    }
+
+    #[test]
+    fn golden_bytes() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        assert_eq!(
+            b.encode_with_seq(7),
+            [7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, b'k', 1, b'v']
+        );
+    }
+
+    #[test]
+    fn truncated_payload_is_rejected() {
+        let mut b = WriteBatch::new();
+        b.put(b"key", b"value");
+        let payload = b.encode_with_seq(1).to_vec();
+        for cut in 0..payload.len() {
+            assert!(WriteBatch::decode(&payload[..cut]).is_none(), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn oversized_key_is_invalid() {
+        let mut b = WriteBatch::new();
+        b.put(vec![0u8; MAX_KEY_LEN + 1], b"v");
+        assert!(matches!(b.validate(), Err(Error::InvalidArgument(_))));
+    }
+}

@@ -1,0 +1,310 @@
+//! Leveled compaction policy: pure functions over a [`Version`] that choose what to compact, and
+//! the rule deciding which entries survive a merge.
+//!
+//! Scores: L0 is `files / l0_compaction_trigger`; Ln (n >= 1) is `bytes / target(n)` where
+//! `target(1) = max_bytes_for_level_base` and each deeper level is `level_size_multiplier` times
+//! larger. The level with the highest score >= 1 is compacted into the next one. In Ln the input
+//! file is the one whose overlap with Ln+1 is smallest relative to its size (least rewriting).
+//! L0 inputs are closed under overlap so that no older L0 entry is left above a newer one.
+
+use crate::key::{self, SeqNo, ValueKind};
+use crate::options::Options;
+use crate::version::{FileMeta, Version};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// A compaction to run: `inputs` of `level` merged with `next_inputs` of `level + 1`.
+#[derive(Debug, Clone)]
+pub struct CompactionTask {
+    /// Source level.
+    pub level: usize,
+    /// Files of the source level.
+    pub inputs: Vec<Arc<FileMeta>>,
+    /// Overlapping files of the next level.
+    pub next_inputs: Vec<Arc<FileMeta>>,
+}
+
+impl CompactionTask {
+    /// The level outputs go to.
+    pub fn output_level(&self) -> usize {
+        self.level + 1
+    }
+
+    /// Every input file.
+    pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+        self.inputs.iter().chain(self.next_inputs.iter())
+    }
+
+    /// Total input bytes.
+    pub fn input_bytes(&self) -> u64 {
+        self.all_inputs().map(|f| f.size).sum()
+    }
+}
+
+/// Compaction score of every level that can be compacted (all but the last).
+pub fn level_scores(version: &Version, opts: &Options) -> Vec<f64> {
+    let last = version.levels.len() - 1;
+    (0..last)
+        .map(|level| {
+            if level == 0 {
+                version.levels[0].len() as f64 / opts.l0_compaction_trigger as f64
+            } else {
+                version.level_bytes(level) as f64 / opts.level_target_bytes(level) as f64
+            }
+        })
+        .collect()
+}
+
+/// Chooses the most urgent compaction whose files are not `busy`, if any level needs one.
+pub fn pick(version: &Version, opts: &Options, busy: &HashSet<u64>) -> Option<CompactionTask> {
+    let mut scores: Vec<(usize, f64)> = level_scores(version, opts)
+        .into_iter()
+        .enumerate()
+        .collect();
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scores
+        .into_iter()
+        .take_while(|&(_, s)| s >= 1.0)
+        .find_map(|(level, _)| pick_level(version, level, busy))
+}
+
+fn pick_level(version: &Version, level: usize, busy: &HashSet<u64>) -> Option<CompactionTask> {
+    let task = if level == 0 {
+        with_next_inputs(version, 0, version.levels[0].clone())
+    } else {
+        version.levels[level]
+            .iter()
+            .filter(|f| !busy.contains(&f.number))
+            .map(|f| with_next_inputs(version, level, vec![f.clone()]))
+            .min_by(|a, b| overlap_ratio(a).total_cmp(&overlap_ratio(b)))?
+    };
+    let is_free = task.all_inputs().all(|f| !busy.contains(&f.number));
+    (is_free && !task.inputs.is_empty()).then_some(task)
+}
+
+fn overlap_ratio(task: &CompactionTask) -> f64 {
+    let next: u64 = task.next_inputs.iter().map(|f| f.size).sum();
+    let own: u64 = task.inputs.iter().map(|f| f.size).sum();
+    next as f64 / own.max(1) as f64
+}
+
+fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
+    let lo = files
+        .iter()
+        .map(|f| f.smallest_user())
+        .min()
+        .unwrap_or_default();
+    let hi = files
+        .iter()
+        .map(|f| f.largest_user())
+        .max()
+        .unwrap_or_default();
+    (lo.to_vec(), hi.to_vec())
+}
+
+/// Adds the files of `level + 1` that overlap `inputs`.
+fn with_next_inputs(version: &Version, level: usize, inputs: Vec<Arc<FileMeta>>) -> CompactionTask {
+    let (lo, hi) = user_range(&inputs);
+    let next_inputs = version.overlapping(level + 1, Some(&lo), Some(&hi));
+    CompactionTask {
+        level,
+        inputs,
+        next_inputs,
+    }
+}
+
+/// L0 files overlapping `[begin, end]`, closed under overlap among L0 files.
+fn l0_closure(version: &Version, begin: Option<&[u8]>, end: Option<&[u8]>) -> Vec<Arc<FileMeta>> {
+    let mut files = version.overlapping(0, begin, end);
+    loop {
+        if files.is_empty() {
+            return files;
+        }
+        let (lo, hi) = user_range(&files);
+        let grown = version.overlapping(0, Some(&lo), Some(&hi));
+        if grown.len() == files.len() {
+            return files;
+        }
+        files = grown;
+    }
+}
+
+/// The compaction of `level` restricted to `[begin, end]` (for `compact_range`); `None` if the
+/// level has no file there. The caller waits while any input is busy.
+pub fn manual_task(
+    version: &Version,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<CompactionTask> {
+    let inputs = if level == 0 {
+        l0_closure(version, begin, end)
+    } else {
+        version.overlapping(level, begin, end)
+    };
+    (!inputs.is_empty()).then(|| with_next_inputs(version, level, inputs))
+}
+
+/// Decides, entry by entry in internal-key order, which entries a merge keeps.
+///
+/// An entry is dropped when a newer entry of the same user key is visible to every reader (its
+/// sequence is at or below the oldest snapshot), or when it is a tombstone visible to every
+/// reader at the bottom of the tree for its key, where nothing older can exist to be hidden.
+pub struct EntryFilter {
+    oldest_snapshot: SeqNo,
+    current_key: Option<Vec<u8>>,
+    newer_seq_for_key: SeqNo,
+}
+
+impl EntryFilter {
+    /// `oldest_snapshot` is the oldest live snapshot, or the last sequence if there is none.
+    pub fn new(oldest_snapshot: SeqNo) -> Self {
+        EntryFilter {
+            oldest_snapshot,
+            current_key: None,
+            newer_seq_for_key: key::MAX_SEQNO,
+        }
+    }
+
+    /// Whether to keep `ikey`; `is_bottom(user_key)` tells whether no deeper data may hold it.
+    pub fn keep(&mut self, ikey: &[u8], is_bottom: impl Fn(&[u8]) -> bool) -> bool {
+        let Some(p) = key::parse_internal_key(ikey) else {
+            return true;
+        };
+        if self.current_key.as_deref() != Some(p.user_key) {
+            self.current_key = Some(p.user_key.to_vec());
+            self.newer_seq_for_key = key::MAX_SEQNO;
+        }
+        let shadowed = self.newer_seq_for_key <= self.oldest_snapshot;
+        self.newer_seq_for_key = p.seq;
+        if shadowed {
+            return false;
+        }
+        let dead_tombstone =
+            p.kind == ValueKind::Deletion && p.seq <= self.oldest_snapshot && is_bottom(p.user_key);
+        !dead_tombstone
+    }
+
+    /// True if `user_key` differs from the key of the last entry seen (a safe output cut point).
+    pub fn is_new_key(&self, user_key: &[u8]) -> bool {
+        self.current_key.as_deref() != Some(user_key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::internal_key;
+
+    fn meta(number: u64, lo: &[u8], hi: &[u8], size: u64, seq: SeqNo) -> Arc<FileMeta> {
+        Arc::new(FileMeta {
+            number,
+            tier: 0,
+            size,
+            smallest: internal_key(lo, seq, ValueKind::Value),
+            largest: internal_key(hi, seq, ValueKind::Value),
+            smallest_seq: seq,
+            largest_seq: seq,
+            num_entries: 1,
+            num_deletions: 0,
+        })
+    }
+
+    fn opts() -> Options {
+        Options {
+            l0_compaction_trigger: 2,
+            max_bytes_for_level_base: 1000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn l0_over_trigger_takes_all_l0_and_overlapping_l1() {
+        let v = Version::empty(4)
+            .apply(
+                &[],
+                &[
+                    (0, meta(1, b"a", b"c", 10, 5)),
+                    (0, meta(2, b"b", b"d", 10, 6)),
+                    (1, meta(3, b"a", b"b", 10, 1)),
+                    (1, meta(4, b"x", b"z", 10, 1)),
+                ],
+            )
+            .unwrap();
+        let t = pick(&v, &opts(), &HashSet::new()).unwrap();
+        assert_eq!(t.level, 0);
+        assert_eq!(t.inputs.len(), 2);
+        assert_eq!(
+            t.next_inputs.iter().map(|f| f.number).collect::<Vec<_>>(),
+            [3]
+        );
+        let busy: HashSet<u64> = [3].into();
+        assert!(pick(&v, &opts(), &busy).is_none());
+    }
+
+    #[test]
+    fn level_pick_minimises_overlap() {
+        let v = Version::empty(4)
+            .apply(
+                &[],
+                &[
+                    (1, meta(1, b"a", b"c", 600, 1)),
+                    (1, meta(2, b"m", b"p", 600, 1)),
+                    (2, meta(3, b"a", b"c", 5000, 1)),
+                    (2, meta(4, b"n", b"n", 10, 1)),
+                ],
+            )
+            .unwrap();
+        let t = pick(&v, &opts(), &HashSet::new()).unwrap();
+        assert_eq!((t.level, t.inputs[0].number), (1, 2));
+        assert_eq!(t.next_inputs[0].number, 4);
+    }
+
+    #[test]
+    fn nothing_to_do_below_targets() {
+        let v = Version::empty(4)
+            .apply(
+                &[],
+                &[
+                    (0, meta(1, b"a", b"c", 10, 5)),
+                    (1, meta(2, b"a", b"c", 10, 1)),
+                ],
+            )
+            .unwrap();
+        assert!(pick(&v, &opts(), &HashSet::new()).is_none());
+    }
+
+    #[test]
+    fn manual_l0_inputs_are_closed_under_overlap() {
+        let v = Version::empty(3)
+            .apply(
+                &[],
+                &[
+                    (0, meta(1, b"a", b"z", 10, 9)),
+                    (0, meta(2, b"m", b"n", 10, 5)),
+                ],
+            )
+            .unwrap();
+        let t = manual_task(&v, 0, Some(b"a"), Some(b"b")).unwrap();
+        assert_eq!(t.inputs.len(), 2);
+        assert!(manual_task(&v, 1, None, None).is_none());
+    }
+
+    #[test]
+    fn filter_keeps_snapshot_versions_and_drops_bottom_tombstones() {
+        let k = |seq, kind| internal_key(b"k", seq, kind);
+        // Snapshot at 5: the newest entry <= 5 must survive, older ones may go.
+        let mut f = EntryFilter::new(5);
+        assert!(f.keep(&k(9, ValueKind::Value), |_| false));
+        assert!(f.keep(&k(4, ValueKind::Value), |_| false));
+        assert!(!f.keep(&k(3, ValueKind::Value), |_| false));
+        // A tombstone visible to all, at the bottom: dropped, and everything below it.
+        let mut f = EntryFilter::new(10);
+        assert!(!f.keep(&k(8, ValueKind::Deletion), |_| true));
+        assert!(!f.keep(&k(2, ValueKind::Value), |_| true));
+        // Not at the bottom: the tombstone must stay to hide older data below.
+        let mut f = EntryFilter::new(10);
+        assert!(f.keep(&k(8, ValueKind::Deletion), |_| false));
+        assert!(!f.keep(&k(2, ValueKind::Value), |_| false));
+    }
+}

@@ -1,0 +1,420 @@
+//! Background work: memtable flushes, compactions and deletion of obsolete files.
+//!
+//! `background_threads` workers wait on `bg_cv`. Flushes go first (one at a time, oldest
+//! memtable first, so L0 stays ordered); other workers run compactions whose inputs are
+//! disjoint (files in `busy_files`). A failed job sets the sticky error: writes stop until the
+//! database is reopened, reads go on.
+
+use super::DbInner;
+use crate::compaction::{self, CompactionTask, EntryFilter};
+use crate::error::{Error, Result};
+use crate::iter::{InternalIterator, MergingIter};
+use crate::key;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::placement;
+use crate::sst::{TableBuilder, TableOptions};
+use crate::stats::Counters;
+use crate::tier::{self, FileKind, Tiers, WriteKind};
+use crate::version::{FileMeta, VersionEdit, VersionSet};
+use std::sync::Arc;
+
+/// What a table writer needs; usable before the database is fully open (recovery).
+pub(super) struct OutputCtx<'a> {
+    pub opts: &'a Options,
+    pub tiers: &'a Tiers,
+    pub versions: &'a VersionSet,
+}
+
+enum Job {
+    Flush(Arc<MemTable>),
+    Compaction(CompactionTask),
+}
+
+/// The loop of one background thread.
+pub(super) fn worker(db: &DbInner) {
+    while let Some(job) = next_job(db) {
+        let result = match &job {
+            Job::Flush(mem) => flush_memtable(db, mem),
+            Job::Compaction(task) => run_compaction(db, task),
+        };
+        finish_job(db, &job, result);
+    }
+}
+
+fn next_job(db: &DbInner) -> Option<Job> {
+    let mut state = db.state.lock();
+    loop {
+        if state.shutting_down {
+            return None;
+        }
+        if state.bg_error.is_none() {
+            if !state.flush_running {
+                if let Some(mem) = state.imm.front().cloned() {
+                    state.flush_running = true;
+                    return Some(Job::Flush(mem));
+                }
+            }
+            let version = db.versions.current();
+            if let Some(task) = compaction::pick(&version, &db.opts, &state.busy_files) {
+                state.busy_files.extend(task.all_inputs().map(|f| f.number));
+                state.compactions_running += 1;
+                return Some(Job::Compaction(task));
+            }
+        }
+        db.bg_cv.wait(&mut state);
+    }
+}
+
+fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
+    {
+        let mut state = db.state.lock();
+        match job {
+            Job::Flush(_) => state.flush_running = false,
+            Job::Compaction(task) => {
+                state.compactions_running -= 1;
+                for f in task.all_inputs() {
+                    state.busy_files.remove(&f.number);
+                }
+            }
+        }
+    }
+    if let Err(e) = result {
+        db.set_bg_error(&e);
+    }
+    db.delete_obsolete_files();
+    db.bg_cv.notify_all();
+    db.progress_cv.notify_all();
+}
+
+/// Writes the oldest immutable memtable to L0 and drops it from the list.
+fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
+    let mut filter = EntryFilter::new(db.oldest_snapshot());
+    let mut iter = mem.iter();
+    let files = build_tables(
+        &db.output_ctx(),
+        &mut iter,
+        0,
+        &mut filter,
+        &|_| false,
+        WriteKind::Flush,
+        &mut || db.allocate_output(),
+    )?;
+    let mut edit = VersionEdit::default();
+    for (tier, meta) in &files {
+        edit.new_files
+            .push(meta.to_new_file(0, &db.tiers.get(*tier).name));
+    }
+    edit.log_number = Some({
+        let state = db.state.lock();
+        state.imm.get(1).unwrap_or(&state.mem).wal_number()
+    });
+    let result = db.versions.log_and_apply(edit);
+    db.clear_pending(files.iter().map(|(_, f)| f.number));
+    result?;
+    db.state.lock().imm.pop_front();
+    Counters::add(&db.counters.flushes, 1);
+    Ok(())
+}
+
+/// Runs `task`: a trivial move when possible, otherwise a merge into new tables.
+pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> {
+    Counters::add(&db.counters.compactions, 1);
+    let out_level = task.output_level();
+    let preferred =
+        placement::preferred_tier(out_level, db.opts.levels_on_fast, db.tiers.all().len());
+    let mut edit = VersionEdit::default();
+    for f in task.all_inputs() {
+        let level = if task.inputs.iter().any(|i| i.number == f.number) {
+            task.level
+        } else {
+            out_level
+        };
+        edit.deleted_files.push((level, f.number));
+    }
+    if let [only] = task.inputs.as_slice() {
+        if task.next_inputs.is_empty() && only.tier == preferred {
+            edit.new_files
+                .push(only.to_new_file(out_level, &db.tiers.get(only.tier).name));
+            Counters::add(&db.counters.trivial_moves, 1);
+            return db.versions.log_and_apply(edit).map(|_| ());
+        }
+    }
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for f in task.all_inputs() {
+        children.push(Box::new(db.table_cache.get(f)?.iter(false)));
+    }
+    Counters::add(&db.counters.compaction_bytes_read, task.input_bytes());
+    let mut merged = MergingIter::new(children);
+    let version = db.versions.current();
+    let mut filter = EntryFilter::new(db.oldest_snapshot());
+    let is_bottom = |uk: &[u8]| version.is_bottom_for_key(out_level, uk);
+    let files = build_tables(
+        &db.output_ctx(),
+        &mut merged,
+        out_level,
+        &mut filter,
+        &is_bottom,
+        WriteKind::Compaction,
+        &mut || db.allocate_output(),
+    )?;
+    for (tier, meta) in &files {
+        edit.new_files
+            .push(meta.to_new_file(out_level, &db.tiers.get(*tier).name));
+    }
+    let result = db.versions.log_and_apply(edit);
+    db.clear_pending(files.iter().map(|(_, f)| f.number));
+    result.map(|_| ())
+}
+
+/// Writes the entries of `iter` that `filter` keeps into tables for `level`, cutting a new
+/// table at `target_file_size` (never between two entries of one user key). Returns the tables
+/// with the tier each went to; on error, the partial tables are removed.
+pub(super) fn build_tables(
+    ctx: &OutputCtx<'_>,
+    iter: &mut dyn InternalIterator,
+    level: usize,
+    filter: &mut EntryFilter,
+    is_bottom: &dyn Fn(&[u8]) -> bool,
+    kind: WriteKind,
+    allocate: &mut dyn FnMut() -> u64,
+) -> Result<Vec<(usize, FileMeta)>> {
+    let mut done: Vec<(usize, FileMeta)> = Vec::new();
+    let result = write_all(
+        ctx, iter, level, filter, is_bottom, kind, allocate, &mut done,
+    );
+    if result.is_err() {
+        for (tier, f) in &done {
+            let _ = ctx
+                .tiers
+                .fs()
+                .remove_file(&ctx.tiers.path(*tier, FileKind::Table, f.number));
+        }
+    }
+    result.map(|_| done)
+}
+
+struct OpenTable {
+    builder: TableBuilder,
+    number: u64,
+    tier: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_all(
+    ctx: &OutputCtx<'_>,
+    iter: &mut dyn InternalIterator,
+    level: usize,
+    filter: &mut EntryFilter,
+    is_bottom: &dyn Fn(&[u8]) -> bool,
+    kind: WriteKind,
+    allocate: &mut dyn FnMut() -> u64,
+    done: &mut Vec<(usize, FileMeta)>,
+) -> Result<()> {
+    let mut current: Option<OpenTable> = None;
+    iter.seek_to_first();
+    while iter.valid() {
+        let ikey = iter.key();
+        let cut_here = filter.is_new_key(key::user_key(ikey))
+            && current
+                .as_ref()
+                .is_some_and(|t| t.builder.estimated_file_size() >= ctx.opts.target_file_size);
+        if cut_here {
+            done.push(finish_table(ctx, current.take().expect("open table"))?);
+        }
+        if filter.keep(ikey, is_bottom) {
+            if current.is_none() {
+                current = Some(start_table(ctx, level, kind, allocate)?);
+            }
+            current
+                .as_mut()
+                .expect("open table")
+                .builder
+                .add(ikey, iter.value())?;
+        }
+        iter.next();
+    }
+    iter.status()?;
+    if let Some(t) = current {
+        if t.builder.num_entries() > 0 {
+            done.push(finish_table(ctx, t)?);
+        } else {
+            t.builder.abandon();
+        }
+    }
+    Ok(())
+}
+
+fn start_table(
+    ctx: &OutputCtx<'_>,
+    level: usize,
+    kind: WriteKind,
+    allocate: &mut dyn FnMut() -> u64,
+) -> Result<OpenTable> {
+    let preferred =
+        placement::preferred_tier(level, ctx.opts.levels_on_fast, ctx.tiers.all().len());
+    let estimate = ctx
+        .opts
+        .target_file_size
+        .min(ctx.opts.write_buffer_size as u64 * 2);
+    let tier = ctx.tiers.place(preferred, estimate)?;
+    let number = allocate();
+    let path = ctx.tiers.path(tier, FileKind::Table, number);
+    let file = ctx.tiers.create(tier, &path, kind, 256 << 10)?;
+    let opts = TableOptions {
+        block_size: ctx.opts.block_size,
+        restart_interval: ctx.opts.block_restart_interval,
+        bloom_bits_per_key: ctx.opts.bloom_bits_per_key,
+        compression: ctx.opts.compression,
+    };
+    Ok(OpenTable {
+        builder: TableBuilder::new(file, path, opts),
+        number,
+        tier,
+    })
+}
+
+fn finish_table(ctx: &OutputCtx<'_>, t: OpenTable) -> Result<(usize, FileMeta)> {
+    let props = t.builder.finish()?;
+    ctx.tiers.fs().sync_dir(&ctx.tiers.get(t.tier).dir)?;
+    let meta = FileMeta {
+        number: t.number,
+        tier: t.tier,
+        size: props.file_size,
+        smallest: props.smallest_key.clone(),
+        largest: props.largest_key.clone(),
+        smallest_seq: props.smallest_seq,
+        largest_seq: props.largest_seq,
+        num_entries: props.num_entries,
+        num_deletions: props.num_deletions,
+    };
+    Ok((t.tier, meta))
+}
+
+/// Compacts `[begin, end]` level by level down to the deepest level holding data there.
+pub(super) fn compact_range(db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    let version = db.versions.current();
+    let deepest = (0..version.levels.len())
+        .rev()
+        .find(|&l| !version.overlapping(l, begin, end).is_empty());
+    let Some(deepest) = deepest else {
+        return Ok(());
+    };
+    for level in 0..deepest {
+        let Some(task) = claim_manual_task(db, level, begin, end)? else {
+            continue;
+        };
+        let result = run_compaction(db, &task);
+        finish_job(
+            db,
+            &Job::Compaction(task),
+            result.as_ref().map(|_| ()).map_err(Error::duplicate),
+        );
+        result?;
+    }
+    Ok(())
+}
+
+/// Waits until the manual task's files are free, then marks them busy.
+fn claim_manual_task(
+    db: &DbInner,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Result<Option<CompactionTask>> {
+    let mut state = db.state.lock();
+    loop {
+        db.check_writable(&state)?;
+        let version = db.versions.current();
+        let Some(task) = compaction::manual_task(&version, level, begin, end) else {
+            return Ok(None);
+        };
+        if task
+            .all_inputs()
+            .all(|f| !state.busy_files.contains(&f.number))
+        {
+            state.busy_files.extend(task.all_inputs().map(|f| f.number));
+            state.compactions_running += 1;
+            return Ok(Some(task));
+        }
+        db.progress_cv.wait(&mut state);
+    }
+}
+
+impl DbInner {
+    pub(super) fn output_ctx(&self) -> OutputCtx<'_> {
+        OutputCtx {
+            opts: &self.opts,
+            tiers: &self.tiers,
+            versions: &self.versions,
+        }
+    }
+
+    /// The sequence below which no reader can see a difference between versions of a key.
+    pub(super) fn oldest_snapshot(&self) -> key::SeqNo {
+        self.snapshots
+            .sequences()
+            .first()
+            .copied()
+            .unwrap_or_else(|| self.versions.last_sequence())
+    }
+
+    /// Allocates a table number and marks it pending, under one lock, so that the obsolete-file
+    /// scan sees every number either as pending or as at/after its `next_file_number` snapshot.
+    fn allocate_output(&self) -> u64 {
+        let mut state = self.state.lock();
+        let number = self.versions.new_file_number();
+        state.pending_outputs.insert(number);
+        number
+    }
+
+    fn clear_pending(&self, numbers: impl Iterator<Item = u64>) {
+        let mut state = self.state.lock();
+        for n in numbers {
+            state.pending_outputs.remove(&n);
+        }
+    }
+
+    /// Wakes the workers (after a memtable switch, or at open).
+    pub(super) fn maybe_schedule(&self) {
+        self.bg_cv.notify_all();
+    }
+
+    /// Deletes tables no live version lists, WALs below the log number and old MANIFESTs.
+    pub(super) fn delete_obsolete_files(&self) {
+        // NB: pending outputs are read before the live set. An output leaves `pending` only
+        // after its version is installed, so it is always in one of the two; numbers allocated
+        // after this snapshot are at or above `next_number`.
+        let (pending, live_wals, next_number) = {
+            let state = self.state.lock();
+            let next_number = self.versions.next_file_number();
+            let mut wals: Vec<u64> = state.imm.iter().map(|m| m.wal_number()).collect();
+            wals.push(state.mem.wal_number());
+            (state.pending_outputs.clone(), wals, next_number)
+        };
+        let live_tables = self.versions.live_table_numbers();
+        let log_number = self.versions.log_number();
+        let manifest = self.versions.manifest_number();
+        for (t, tier) in self.tiers.all().iter().enumerate() {
+            let Ok(names) = self.tiers.fs().list_dir(&tier.dir) else {
+                continue;
+            };
+            for name in names {
+                let obsolete = match tier::parse_file_name(&name) {
+                    Some((FileKind::Table, n)) => {
+                        n < next_number && !live_tables.contains(&n) && !pending.contains(&n)
+                    }
+                    Some((FileKind::Wal, n)) => t == 0 && n < log_number && !live_wals.contains(&n),
+                    Some((FileKind::Manifest, n)) => t == 0 && manifest.is_some_and(|m| n < m),
+                    None => false,
+                };
+                if obsolete {
+                    if let Some((FileKind::Table, n)) = tier::parse_file_name(&name) {
+                        self.table_cache.evict(n);
+                    }
+                    let _ = self.tiers.fs().remove_file(&tier.dir.join(&name));
+                }
+            }
+        }
+    }
+}

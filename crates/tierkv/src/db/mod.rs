@@ -1,0 +1,340 @@
+//! The database facade: [`Db`] ties the tiers, WAL, memtables, versions and background work
+//! together behind the public API.
+//!
+//! State ownership:
+//! - `DbInner::state` (`Mutex<State>`): the active and immutable memtables, background-work
+//!   bookkeeping and the sticky error. Held only for short bookkeeping, never across I/O.
+//! - `DbInner::wal`: the active WAL writer; only the group-commit leader (the writer at the
+//!   front of `writers`) touches it, so its lock is uncontended and may be held across I/O.
+//! - `VersionSet`: the current version, MANIFEST and sequence numbers.
+//!
+//! Submodules: `open` (recovery), `write` (group commit), `read` (point reads, iterators),
+//! `background` (flush, compaction, obsolete files).
+
+mod background;
+mod iter;
+mod open;
+mod read;
+mod table_cache;
+mod write;
+
+pub use iter::{DbIterator, Entries};
+
+use crate::batch::WriteBatch;
+use crate::env::FileLock;
+use crate::error::{Error, Result};
+use crate::memtable::MemTable;
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
+use crate::sst::BlockCache;
+use crate::stats::{self, Counters, LevelStats, Stats, TierStats};
+use crate::tier::{Tiers, WriteKind};
+use crate::version::VersionSet;
+use crate::wal::log::LogWriter;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use table_cache::TableCache;
+use write::Writer;
+
+/// Mutable shared state. See the module doc for the locking rule.
+pub(crate) struct State {
+    mem: Arc<MemTable>,
+    /// Immutable memtables, oldest first.
+    imm: VecDeque<Arc<MemTable>>,
+    /// Set after a failed sync, MANIFEST write or background job; writes fail until reopen.
+    bg_error: Option<Error>,
+    shutting_down: bool,
+    flush_running: bool,
+    compactions_running: usize,
+    /// Files that a running compaction reads.
+    busy_files: HashSet<u64>,
+    /// Numbers of table files being written and not yet in a version.
+    pending_outputs: HashSet<u64>,
+}
+
+pub(crate) struct DbInner {
+    opts: Options,
+    tiers: Arc<Tiers>,
+    versions: VersionSet,
+    table_cache: Arc<TableCache>,
+    block_cache: Option<Arc<BlockCache>>,
+    snapshots: Arc<SnapshotList>,
+    state: Mutex<State>,
+    /// Wakes background workers: new work or shutdown.
+    bg_cv: Condvar,
+    /// Wakes waiters on background progress (stalled writers, `flush`, `compact_range`).
+    progress_cv: Condvar,
+    writers: Mutex<VecDeque<Arc<Writer>>>,
+    writers_cv: Condvar,
+    wal: Mutex<Option<LogWriter>>,
+    counters: Counters,
+    _lock: Box<dyn FileLock>,
+}
+
+/// An open database. `Send + Sync`: share it between threads by reference or `Arc`.
+/// Dropping it stops background work and leaves a state that reopens cleanly.
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("tiers", &self.inner.opts.tiers)
+            .finish()
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the database described by `opts`, recovering from the WAL.
+    pub fn open(opts: Options) -> Result<Db> {
+        let inner = Arc::new(open::open(opts)?);
+        let threads = (0..inner.opts.background_threads)
+            .map(|i| {
+                let inner = Arc::clone(&inner);
+                std::thread::Builder::new()
+                    .name(format!("tierkv-bg-{i}"))
+                    .spawn(move || background::worker(&inner))
+                    .expect("spawn background thread")
+            })
+            .collect();
+        inner.maybe_schedule();
+        Ok(Db { inner, threads })
+    }
+
+    /// Stores `value` under `key`.
+    pub fn put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(opts, batch)
+    }
+
+    /// Removes `key` (a no-op if absent).
+    pub fn delete(&self, opts: &WriteOptions, key: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(opts, batch)
+    }
+
+    /// Applies `batch` atomically: after a crash either all of it or none of it is present.
+    pub fn write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        batch.validate()?;
+        self.inner.write(opts.durability, Some(batch), false)
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_snapshot(opts)?;
+        self.inner.get(opts, key)
+    }
+
+    /// A consistent read view, released when dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner
+            .snapshots
+            .acquire(self.inner.versions.last_sequence())
+    }
+
+    /// An iterator over the database (or a snapshot of it) within the options' bounds.
+    /// It stays valid across flushes and compactions; call a seek method first.
+    pub fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
+        self.check_snapshot(&opts)?;
+        self.inner.iter(opts)
+    }
+
+    /// Writes the active memtable to L0 and waits until every memtable is flushed.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_and_wait()
+    }
+
+    /// Compacts every level overlapping `[begin, end]` (`None` = unbounded) down to the
+    /// deepest level holding data there.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.flush_and_wait()?;
+        background::compact_range(&self.inner, begin, end)
+    }
+
+    /// Statistics since open.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// Verifies the checksum of every block of every live table; returns the number of blocks
+    /// checked, or the first corruption found.
+    pub fn verify_checksums(&self) -> Result<u64> {
+        let version = self.inner.versions.current();
+        let mut blocks = 0;
+        for (_, f) in version.all_files() {
+            blocks += self.inner.table_cache.get(f)?.verify_checksums()?;
+        }
+        Ok(blocks)
+    }
+
+    /// `(level, tier name, file number, size, smallest key, largest key)` of every live table.
+    pub fn live_files(&self) -> Vec<(usize, String, u64, u64, Vec<u8>, Vec<u8>)> {
+        let version = self.inner.versions.current();
+        version
+            .all_files()
+            .map(|(l, f)| {
+                let tier = self.inner.tiers.get(f.tier).name.clone();
+                (
+                    l,
+                    tier,
+                    f.number,
+                    f.size,
+                    f.smallest_user().to_vec(),
+                    f.largest_user().to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    fn check_snapshot(&self, opts: &ReadOptions) -> Result<()> {
+        match &opts.snapshot {
+            Some(s) if !s.belongs_to(&self.inner.snapshots) => Err(Error::invalid(
+                "the snapshot in ReadOptions was taken from another database",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        {
+            let mut state = self.inner.state.lock();
+            state.shutting_down = true;
+        }
+        self.inner.bg_cv.notify_all();
+        self.inner.progress_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // Hand buffered WAL bytes to the OS so a clean close keeps `Buffered` writes too.
+        if let Some(wal) = self.inner.wal.lock().take() {
+            let _ = wal.close();
+        }
+        let _ = self.inner.versions.close();
+    }
+}
+
+impl DbInner {
+    /// The sticky error as a `Closed` error, if writes are stopped.
+    fn check_writable(&self, state: &State) -> Result<()> {
+        if state.shutting_down {
+            return Err(Error::Closed("the database is shutting down".into()));
+        }
+        match &state.bg_error {
+            Some(e) => Err(Error::Closed(format!(
+                "writes are stopped after an earlier failure ({e}); reopen the database"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes writes fail from now on, keeping the first cause.
+    fn set_bg_error(&self, err: &Error) {
+        let mut state = self.state.lock();
+        if state.bg_error.is_none() {
+            state.bg_error = Some(err.duplicate());
+        }
+        drop(state);
+        self.progress_cv.notify_all();
+    }
+
+    fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let version = self.versions.current();
+        let tiers: Vec<TierStats> = self.tiers.all().iter().map(tier_stats).collect();
+        let levels = version
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(level, files)| {
+                let by_tier = self
+                    .tiers
+                    .all()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(t, tier)| {
+                        let on: Vec<_> = files.iter().filter(|f| f.tier == t).collect();
+                        (!on.is_empty()).then(|| {
+                            (
+                                tier.name.clone(),
+                                on.len() as u64,
+                                on.iter().map(|f| f.size).sum(),
+                            )
+                        })
+                    })
+                    .collect();
+                LevelStats {
+                    level,
+                    files: files.len() as u64,
+                    bytes: files.iter().map(|f| f.size).sum(),
+                    by_tier,
+                    reads_served: c.reads_by_level.get(level).map_or(0, stats::load),
+                }
+            })
+            .collect();
+        let state = self.state.lock();
+        let cache = self.block_cache.as_ref().map_or((0, 0, 0, 0), |b| {
+            (b.hits(), b.misses(), b.usage() as u64, b.capacity() as u64)
+        });
+        Stats {
+            tiers,
+            levels,
+            user_bytes_written: stats::load(&c.user_bytes_written),
+            writes: stats::load(&c.writes),
+            write_groups: stats::load(&c.write_groups),
+            synced_groups: stats::load(&c.synced_groups),
+            gets: stats::load(&c.gets),
+            reads_memtable: stats::load(&c.reads_memtable),
+            reads_block_cache: stats::load(&c.reads_block_cache),
+            reads_not_found: stats::load(&c.reads_not_found),
+            filter_negatives: stats::load(&c.filter_negatives),
+            stall_micros: stats::load(&c.stall_micros),
+            slowdowns: stats::load(&c.slowdowns),
+            stops: stats::load(&c.stops),
+            flushes: stats::load(&c.flushes),
+            compactions: stats::load(&c.compactions),
+            trivial_moves: stats::load(&c.trivial_moves),
+            compaction_bytes_read: stats::load(&c.compaction_bytes_read),
+            block_cache: cache,
+            immutable_memtables: state.imm.len(),
+            memtable_bytes: state.mem.approximate_bytes() as u64,
+            last_sequence: self.versions.last_sequence(),
+            snapshots: self.snapshots.len(),
+        }
+    }
+}
+
+fn tier_stats(t: &crate::tier::Tier) -> TierStats {
+    let w = |k: WriteKind| t.counters.written[k as usize].load(Ordering::Relaxed);
+    TierStats {
+        name: t.name.clone(),
+        capacity: t.capacity,
+        bytes_used: t.used(),
+        files: t.files(),
+        wal_bytes_written: w(WriteKind::Wal),
+        flush_bytes_written: w(WriteKind::Flush),
+        compaction_bytes_written: w(WriteKind::Compaction),
+        meta_bytes_written: w(WriteKind::Meta),
+        bytes_read: t.counters.read.load(Ordering::Relaxed),
+        reads_served: t.counters.reads_served.load(Ordering::Relaxed),
+    }
+}
+
+#[cfg(test)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Db>();
+}

@@ -1,0 +1,250 @@
+//! Opening a database: lock, read the MANIFEST, check the tiers, replay the WAL, and start a
+//! fresh MANIFEST and WAL.
+//!
+//! Recovery writes what it replays to L0 tables and records them, with the new WAL number, in a
+//! new MANIFEST before any old WAL is deleted, so a crash during recovery loses nothing: the
+//! next open replays the same WALs again.
+
+use super::background::{build_tables, OutputCtx};
+use super::{DbInner, State, TableCache};
+use crate::batch::WriteBatch;
+use crate::compaction::EntryFilter;
+use crate::env::Fs;
+use crate::error::{Error, Result};
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::snapshot::SnapshotList;
+use crate::sst::BlockCache;
+use crate::stats::Counters;
+use crate::tier::{self, FileKind, Tiers, WriteKind};
+use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
+use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Name of the lock file on tier 0.
+pub const LOCK_FILE: &str = "LOCK";
+/// User-space buffer of the WAL writer.
+pub(crate) const WAL_BUFFER: usize = 256 << 10;
+
+pub(super) fn open(opts: Options) -> Result<DbInner> {
+    opts.validate()?;
+    let fs = Arc::clone(&opts.fs);
+    let dir0 = opts.tiers[0].path.clone();
+    if !fs.exists(&dir0.join(crate::version::CURRENT_FILE)) {
+        if !opts.create_if_missing {
+            return Err(Error::NotFound(format!(
+                "no tierkv database in {} (create_if_missing is false)",
+                dir0.display()
+            )));
+        }
+        fs.create_dir_all(&dir0)?;
+        check_no_foreign_files(fs.as_ref(), &dir0)?;
+    }
+    let lock = fs.lock(&dir0.join(LOCK_FILE))?;
+    let recovered = RecoveredManifest::read(fs.as_ref(), &dir0)?;
+    if recovered.is_some() && opts.error_if_exists {
+        return Err(Error::AlreadyExists(dir0));
+    }
+    let db_id = match &recovered {
+        Some(r) => r.db_id.clone(),
+        None => tier::read_identity(fs.as_ref(), &dir0)?
+            .map(|(id, _)| id)
+            .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>())),
+    };
+    let known = recovered
+        .as_ref()
+        .map(|r| r.tiers.clone())
+        .unwrap_or_default();
+    let tiers = Arc::new(Tiers::open(&opts, &db_id, &known)?);
+    let versions = VersionSet::recover(
+        Arc::clone(&tiers),
+        opts.num_levels,
+        db_id,
+        recovered.as_ref(),
+    )?;
+    check_tables_present(&tiers, &versions)?;
+
+    let mut edit = VersionEdit::default();
+    let ctx = OutputCtx {
+        opts: &opts,
+        tiers: &tiers,
+        versions: &versions,
+    };
+    replay_wals(&ctx, &mut edit)?;
+    let wal_number = versions.new_file_number();
+    let wal_path = tiers.path(0, FileKind::Wal, wal_number);
+    let wal = LogWriter::new(
+        tiers.create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?,
+        wal_path,
+    );
+    fs.sync_dir(&dir0)?;
+    edit.log_number = Some(wal_number);
+    versions.write_new_manifest(edit)?;
+
+    let block_cache =
+        (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
+    let inner = DbInner {
+        table_cache: Arc::new(TableCache::new(Arc::clone(&tiers), block_cache.clone())),
+        block_cache,
+        snapshots: Arc::new(SnapshotList::default()),
+        state: Mutex::new(State {
+            mem: Arc::new(MemTable::new(wal_number)),
+            imm: VecDeque::new(),
+            bg_error: None,
+            shutting_down: false,
+            flush_running: false,
+            compactions_running: 0,
+            busy_files: HashSet::new(),
+            pending_outputs: HashSet::new(),
+        }),
+        bg_cv: Condvar::new(),
+        progress_cv: Condvar::new(),
+        writers: Mutex::new(VecDeque::new()),
+        writers_cv: Condvar::new(),
+        wal: Mutex::new(Some(wal)),
+        counters: Counters::default(),
+        _lock: lock,
+        tiers,
+        versions,
+        opts,
+    };
+    inner.delete_obsolete_files();
+    Ok(inner)
+}
+
+/// Refuses to create a database in a directory holding files tierkv did not write.
+fn check_no_foreign_files(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    for name in fs.list_dir(dir)? {
+        let ours = name == LOCK_FILE
+            || name == tier::IDENTITY_FILE
+            || name.ends_with(".tmp")
+            || tier::parse_file_name(&name).is_some();
+        if !ours {
+            return Err(Error::invalid(format!(
+                "directory {} is not empty and holds no tierkv database (found {name:?}); \
+                 choose an empty or new directory",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every table the MANIFEST lists must exist on its tier.
+fn check_tables_present(tiers: &Tiers, versions: &VersionSet) -> Result<()> {
+    let mut present: Vec<HashSet<String>> = Vec::new();
+    for t in tiers.all() {
+        present.push(tiers.fs().list_dir(&t.dir)?.into_iter().collect());
+    }
+    for (level, f) in versions.current().all_files() {
+        let name = tier::file_name(FileKind::Table, f.number);
+        if !present[f.tier].contains(&name) {
+            let tier = tiers.get(f.tier);
+            return Err(Error::corruption(
+                tier.dir.join(&name),
+                0,
+                format!(
+                    "table of level {level} listed in the MANIFEST is missing from tier '{}'",
+                    tier.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// WAL numbers on tier 0 at or above the MANIFEST's log number, ascending.
+fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
+    let mut wals: Vec<u64> = tiers
+        .fs()
+        .list_dir(&tiers.get(0).dir)?
+        .iter()
+        .filter_map(|n| match tier::parse_file_name(n) {
+            Some((FileKind::Wal, num)) if num >= log_number => Some(num),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    Ok(wals)
+}
+
+/// Replays the live WALs into memtables, writing them to L0 tables recorded in `edit`.
+/// Returns the WAL numbers replayed.
+fn replay_wals(ctx: &OutputCtx<'_>, edit: &mut VersionEdit) -> Result<Vec<u64>> {
+    let wals = live_wals(ctx.tiers, ctx.versions.log_number())?;
+    let mode = ctx.opts.wal_recovery_mode;
+    let mut mem = Arc::new(MemTable::new(0));
+    let mut max_seq = ctx.versions.last_sequence();
+    for (i, &number) in wals.iter().enumerate() {
+        ctx.versions.mark_file_number_used(number);
+        let path = ctx.tiers.path(0, FileKind::Wal, number);
+        let mut reader = LogReader::open(ctx.tiers.fs().as_ref(), &path, mode)?;
+        while let Some((offset, payload)) = reader.next_record()? {
+            let Some((seq, batch)) = WriteBatch::decode(payload) else {
+                if mode == RecoveryMode::SkipAnyCorruptedRecords {
+                    continue;
+                }
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    "WAL record is not a valid write batch",
+                ));
+            };
+            max_seq = max_seq.max(mem.insert_batch(seq, &batch) - 1);
+            if mem.approximate_bytes() >= ctx.opts.write_buffer_size {
+                flush_recovered(ctx, &mem, edit)?;
+                mem = Arc::new(MemTable::new(0));
+            }
+        }
+        let tail = reader.tail();
+        if let Some((offset, what)) = tail.damage {
+            let is_last = i + 1 == wals.len();
+            match mode {
+                RecoveryMode::PointInTime => {
+                    ctx.versions.set_last_sequence(max_seq);
+                    flush_recovered(ctx, &mem, edit)?;
+                    return Ok(wals);
+                }
+                RecoveryMode::SkipAnyCorruptedRecords => {}
+                _ if !is_last => {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!("{what} in a WAL that newer WALs follow (it was synced)"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    ctx.versions.set_last_sequence(max_seq);
+    flush_recovered(ctx, &mem, edit)?;
+    Ok(wals)
+}
+
+fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionEdit) -> Result<()> {
+    if mem.is_empty() {
+        return Ok(());
+    }
+    ctx.versions
+        .set_last_sequence(ctx.versions.last_sequence().max(mem.largest_seq()));
+    let mut iter = mem.iter();
+    let mut filter = EntryFilter::new(0);
+    let files = build_tables(
+        ctx,
+        &mut iter,
+        0,
+        &mut filter,
+        &|_| false,
+        WriteKind::Flush,
+        &mut || ctx.versions.new_file_number(),
+    )?;
+    for (tier, meta) in files {
+        edit.new_files
+            .push(meta.to_new_file(0, &ctx.tiers.get(tier).name));
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! The read path: point lookups through memtables, then tables level by level, and the
+//! construction of iterators over a consistent view.
+
+use super::iter::{DbIterator, LevelIter};
+use super::DbInner;
+use crate::error::Result;
+use crate::iter::{InternalIterator, MergingIter};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::memtable::{Lookup, MemTable};
+use crate::options::ReadOptions;
+use crate::sst::ReadTrace;
+use crate::stats::Counters;
+use crate::version::Version;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The memtables and version a read works on, captured together.
+pub(super) struct ReadView {
+    pub mems: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+    pub seq: SeqNo,
+}
+
+impl DbInner {
+    /// Captures the memtables (newest first) and version for a read at `opts.snapshot`.
+    pub(super) fn read_view(&self, opts: &ReadOptions) -> ReadView {
+        let state = self.state.lock();
+        let mut mems = vec![Arc::clone(&state.mem)];
+        mems.extend(state.imm.iter().rev().cloned());
+        let version = self.versions.current();
+        drop(state);
+        let seq = match &opts.snapshot {
+            Some(s) => s.sequence(),
+            None => self.versions.last_sequence(),
+        };
+        ReadView { mems, version, seq }
+    }
+
+    pub(super) fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let c = &self.counters;
+        Counters::add(&c.gets, 1);
+        let view = self.read_view(opts);
+        for mem in &view.mems {
+            match mem.get(user_key, view.seq) {
+                Lookup::Value(v) => {
+                    Counters::add(&c.reads_memtable, 1);
+                    return Ok(Some(v));
+                }
+                Lookup::Deleted => {
+                    Counters::add(&c.reads_memtable, 1);
+                    return Ok(None);
+                }
+                Lookup::Absent => {}
+            }
+        }
+        let lookup = key::internal_key(user_key, view.seq, key::LOOKUP_KIND);
+        for (level, file) in view.version.files_for_key(user_key) {
+            let table = self.table_cache.get(&file)?;
+            let mut trace = ReadTrace::default();
+            let found = table.get(&lookup, opts.fill_cache, &mut trace)?;
+            if trace.filter_negative {
+                Counters::add(&c.filter_negatives, 1);
+            }
+            let Some((ikey, value)) = found else {
+                continue;
+            };
+            self.count_table_read(level, file.tier, &trace);
+            let kind = key::parse_internal_key(&ikey).map(|p| p.kind);
+            return Ok((kind == Some(ValueKind::Value)).then_some(value));
+        }
+        Counters::add(&c.reads_not_found, 1);
+        Ok(None)
+    }
+
+    fn count_table_read(&self, level: usize, tier: usize, trace: &ReadTrace) {
+        let c = &self.counters;
+        if let Some(l) = c.reads_by_level.get(level) {
+            Counters::add(l, 1);
+        }
+        if trace.blocks_read == 0 && trace.cache_hits > 0 {
+            Counters::add(&c.reads_block_cache, 1);
+        } else {
+            let counters = &self.tiers.get(tier).counters;
+            counters.reads_served.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
+        let view = self.read_view(&opts);
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for mem in &view.mems {
+            children.push(Box::new(mem.iter()));
+        }
+        for file in &view.version.levels[0] {
+            children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));
+        }
+        for level in view.version.levels.iter().skip(1).filter(|l| !l.is_empty()) {
+            children.push(Box::new(LevelIter::new(
+                level.clone(),
+                Arc::clone(&self.table_cache),
+                opts.fill_cache,
+            )));
+        }
+        Ok(DbIterator::new(
+            MergingIter::new(children),
+            view.seq,
+            opts,
+            view.version,
+            view.mems,
+        ))
+    }
+}

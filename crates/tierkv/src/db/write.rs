@@ -1,0 +1,244 @@
+//! The write path: group commit.
+//!
+//! Writers queue in `writers`. The writer at the front is the leader: it makes room (switching
+//! the memtable, or waiting when flush or L0 compaction fall behind), takes every queued batch up
+//! to a size cap, assigns their sequence numbers, appends them to the WAL as one record each,
+//! syncs once if any of them asked for it, inserts them into the memtable, publishes the last
+//! sequence, and wakes the group. The next writer in the queue then leads.
+//!
+//! INVARIANT: sequence numbers are published only after every entry up to them is in the
+//! memtable, so a reader never sees write n+1 without write n.
+//! INVARIANT: the WAL is a single append stream synced as a prefix; an older WAL is synced
+//! before a newer one receives writes, so any crash leaves a prefix of history.
+
+use super::open::WAL_BUFFER;
+use super::DbInner;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::memtable::MemTable;
+use crate::options::Durability;
+use crate::stats::Counters;
+use crate::tier::{FileKind, WriteKind};
+use crate::wal::log::LogWriter;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest total of batch bytes one leader commits as a group.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// A queued write.
+pub(crate) struct Writer {
+    batch: Mutex<Option<WriteBatch>>,
+    durability: Durability,
+    /// Switch the memtable even though it is not full (used by `flush`).
+    force_switch: bool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+impl DbInner {
+    /// Commits `batch` (or, with `None` and `force_switch`, only switches the memtable).
+    pub(super) fn write(
+        &self,
+        durability: Durability,
+        batch: Option<WriteBatch>,
+        force_switch: bool,
+    ) -> Result<()> {
+        let me = Arc::new(Writer {
+            batch: Mutex::new(batch),
+            durability,
+            force_switch,
+            result: Mutex::new(None),
+        });
+        let mut queue = self.writers.lock();
+        queue.push_back(Arc::clone(&me));
+        loop {
+            if let Some(result) = me.result.lock().take() {
+                return result;
+            }
+            if queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
+                break;
+            }
+            self.writers_cv.wait(&mut queue);
+        }
+        // Leader. Followers may enqueue meanwhile; the group is taken under the lock.
+        drop(queue);
+        let room = self.make_room(me.force_switch);
+        let mut queue = self.writers.lock();
+        let group: Vec<Arc<Writer>> = match room {
+            Ok(()) => take_group(&queue),
+            Err(_) => vec![Arc::clone(&me)],
+        };
+        drop(queue);
+        let result = room.and_then(|()| self.commit_group(&group));
+        queue = self.writers.lock();
+        for w in &group {
+            queue.pop_front();
+            if !Arc::ptr_eq(w, &me) {
+                *w.result.lock() = Some(result.as_ref().map(|_| ()).map_err(Error::duplicate));
+            }
+        }
+        drop(queue);
+        self.writers_cv.notify_all();
+        result
+    }
+
+    /// Logs, applies and publishes the group's batches.
+    fn commit_group(&self, group: &[Arc<Writer>]) -> Result<()> {
+        let mut batches: Vec<WriteBatch> =
+            group.iter().filter_map(|w| w.batch.lock().take()).collect();
+        if batches.is_empty() {
+            return Ok(());
+        }
+        let durability = group.iter().map(|w| w.durability).max().unwrap_or_default();
+        let first = self.versions.last_sequence() + 1;
+        let mut seq = first;
+        let mut payloads: Vec<&[u8]> = Vec::with_capacity(batches.len());
+        let mut user_bytes = 0;
+        for b in &mut batches {
+            let n = b.len() as u64;
+            user_bytes += b.encoded_len() as u64;
+            payloads.push(b.encode_with_seq(seq));
+            seq += n;
+        }
+        self.append_wal(&payloads, durability)?;
+        let mem = Arc::clone(&self.state.lock().mem);
+        let mut s = first;
+        for b in &batches {
+            s = mem.insert_batch(s, b);
+        }
+        self.versions.set_last_sequence(seq - 1);
+        let c = &self.counters;
+        Counters::add(&c.writes, batches.len() as u64);
+        Counters::add(&c.write_groups, 1);
+        Counters::add(&c.user_bytes_written, user_bytes);
+        if durability == Durability::Sync {
+            Counters::add(&c.synced_groups, 1);
+        }
+        Ok(())
+    }
+
+    fn append_wal(&self, payloads: &[&[u8]], durability: Durability) -> Result<()> {
+        let mut guard = self.wal.lock();
+        let wal = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
+        let result = wal.add_records(payloads).and_then(|()| match durability {
+            Durability::Buffered => Ok(()),
+            Durability::Flush => wal.flush(),
+            Durability::Sync => wal.sync(),
+        });
+        if let Err(e) = &result {
+            // A failed write or sync leaves the log's durable state unknown: stop writing.
+            self.set_bg_error(e);
+        }
+        result
+    }
+
+    /// Ensures the active memtable can take a write, stalling or switching as needed.
+    fn make_room(&self, force_switch: bool) -> Result<()> {
+        let mut delayed = false;
+        let mut state = self.state.lock();
+        loop {
+            self.check_writable(&state)?;
+            let l0 = self.versions.current().levels[0].len();
+            let mem_full = state.mem.approximate_bytes() >= self.opts.write_buffer_size;
+            if !delayed && l0 >= self.opts.l0_slowdown_trigger {
+                // Give compaction a little room, once per write.
+                drop(state);
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                self.record_stall(t, false);
+                delayed = true;
+                state = self.state.lock();
+            } else if !(mem_full || force_switch && !state.mem.is_empty()) {
+                return Ok(());
+            } else if state.imm.len() >= self.opts.max_immutable_memtables
+                || l0 >= self.opts.l0_stop_trigger
+            {
+                let t = Instant::now();
+                self.bg_cv.notify_all();
+                self.progress_cv
+                    .wait_for(&mut state, Duration::from_millis(100));
+                self.record_stall(t, true);
+            } else {
+                drop(state);
+                self.switch_memtable()?;
+                return Ok(());
+            }
+        }
+    }
+
+    fn record_stall(&self, since: Instant, stop: bool) {
+        let c = &self.counters;
+        Counters::add(&c.stall_micros, since.elapsed().as_micros() as u64);
+        Counters::add(if stop { &c.stops } else { &c.slowdowns }, 1);
+    }
+
+    /// Seals the active memtable and its WAL, starting a new pair. Called by the leader.
+    fn switch_memtable(&self) -> Result<()> {
+        let number = self.versions.new_file_number();
+        let path = self.tiers.path(0, FileKind::Wal, number);
+        let file = self.tiers.create(0, &path, WriteKind::Wal, WAL_BUFFER);
+        let mut guard = self.wal.lock();
+        let sealed = file.and_then(|file| {
+            // The old WAL must be durable before the new one can hold acknowledged writes.
+            let old = guard
+                .as_mut()
+                .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
+            old.sync()?;
+            self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
+            Ok(std::mem::replace(old, LogWriter::new(file, path)))
+        });
+        let old = match sealed {
+            Ok(old) => old,
+            Err(e) => {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        };
+        drop(guard);
+        let _ = old.close();
+        {
+            let mut state = self.state.lock();
+            let full = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(number)));
+            state.imm.push_back(full);
+        }
+        self.maybe_schedule();
+        Ok(())
+    }
+
+    /// Switches the memtable if it holds anything and waits until all memtables are flushed.
+    pub(super) fn flush_and_wait(&self) -> Result<()> {
+        self.write(Durability::Flush, None, true)?;
+        let mut state = self.state.lock();
+        loop {
+            if let Some(e) = &state.bg_error {
+                return Err(e.duplicate());
+            }
+            if state.imm.is_empty() {
+                return Ok(());
+            }
+            if state.shutting_down {
+                return Err(Error::Closed("the database is shutting down".into()));
+            }
+            self.bg_cv.notify_all();
+            self.progress_cv.wait(&mut state);
+        }
+    }
+}
+
+/// The front writers whose batches fit in one group.
+fn take_group(queue: &std::collections::VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
+    let mut bytes = 0;
+    let mut group = Vec::new();
+    for w in queue {
+        let size = w.batch.lock().as_ref().map_or(0, WriteBatch::encoded_len);
+        if !group.is_empty() && (bytes + size > MAX_GROUP_BYTES || w.force_switch) {
+            break;
+        }
+        bytes += size;
+        group.push(Arc::clone(w));
+    }
+    group
+}

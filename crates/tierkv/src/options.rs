@@ -1,0 +1,667 @@
+//! Options: what a database is opened with, and the per-call read and write choices.
+//!
+//! [`Options`] is built with [`OptionsBuilder`] or loaded from TOML ([`Options::from_toml_file`]);
+//! either way [`Options::validate`] runs at `Db::open` and names the offending option and its
+//! accepted range. Every default is documented at its field.
+
+use crate::env::{Fs, PosixFs};
+use crate::error::{Error, Result};
+use crate::snapshot::Snapshot;
+pub use crate::sst::Compression;
+pub use crate::wal::log::RecoveryMode;
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Largest accepted key: 64 KiB.
+pub const MAX_KEY_LEN: usize = 64 << 10;
+/// Largest accepted value: 64 MiB.
+pub const MAX_VALUE_LEN: usize = 64 << 20;
+/// Largest accepted encoded write batch: 512 MiB.
+pub const MAX_BATCH_BYTES: usize = 512 << 20;
+
+/// One storage tier: a directory on one device, with a byte budget.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierConfig {
+    /// Short name used in stats, errors and the MANIFEST ("fast", "capacity", ...).
+    pub name: String,
+    /// Directory of the tier (created if missing when the DB is created).
+    pub path: PathBuf,
+    /// Budget in bytes for files placed on this tier; `u64::MAX` means unlimited.
+    #[serde(default = "unlimited", deserialize_with = "de_size")]
+    pub capacity: u64,
+}
+
+fn unlimited() -> u64 {
+    u64::MAX
+}
+
+impl TierConfig {
+    /// A tier with an unlimited budget.
+    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        TierConfig {
+            name: name.into(),
+            path: path.into(),
+            capacity: u64::MAX,
+        }
+    }
+
+    /// Sets the byte budget.
+    pub fn with_capacity(mut self, bytes: u64) -> Self {
+        self.capacity = bytes;
+        self
+    }
+}
+
+/// Options a database is opened with. Build with [`Options::builder`].
+#[derive(Clone)]
+pub struct Options {
+    /// Tiers, fastest first. Tier 0 holds the WAL, MANIFEST, CURRENT and LOCK. At least one.
+    pub tiers: Vec<TierConfig>,
+    /// Create the database if it does not exist. Default true.
+    pub create_if_missing: bool,
+    /// Fail with `AlreadyExists` if the database exists. Default false.
+    pub error_if_exists: bool,
+    /// Levels L0..L(n-1) are placed on tier 0, deeper levels on the next tiers. 0 is SpanDB's
+    /// "PL" (the fast tier holds only the WAL). Default 2. Range 0..=num_levels.
+    pub levels_on_fast: usize,
+    /// Number of LSM levels. Default 7. Range 2..=12.
+    pub num_levels: usize,
+    /// Bytes a memtable holds before it is switched to immutable. Default 64 MiB. Range 64 KiB..=4 GiB.
+    pub write_buffer_size: usize,
+    /// Immutable memtables waiting for flush before writes stall. Default 2. Range 1..=16.
+    pub max_immutable_memtables: usize,
+    /// L0 file count that triggers an L0 compaction. Default 4. Range 1..=1000.
+    pub l0_compaction_trigger: usize,
+    /// L0 file count at which each write is delayed. Default 20. Must be >= the trigger.
+    pub l0_slowdown_trigger: usize,
+    /// L0 file count at which writes stop until compaction catches up. Default 36. Must be > slowdown.
+    pub l0_stop_trigger: usize,
+    /// Target size of L1. Default 256 MiB. Range 64 KiB..
+    pub max_bytes_for_level_base: u64,
+    /// Each level's target is this many times the previous one. Default 10. Range 2..=100.
+    pub level_size_multiplier: u64,
+    /// Target size of table files written by compaction. Default 64 MiB. Range 16 KiB..=4 GiB.
+    pub target_file_size: u64,
+    /// Uncompressed size of a data block. Default 4096. Range 256..=4 MiB.
+    pub block_size: usize,
+    /// Keys between restart points in a block. Default 16. Range 1..=1024.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables filters. Default 10. Range 0..=64.
+    pub bloom_bits_per_key: u32,
+    /// Block compression. Default LZ4.
+    pub compression: Compression,
+    /// Shared block cache budget in bytes (0 disables the cache). Default 64 MiB.
+    pub block_cache_bytes: usize,
+    /// Background threads for flush and compaction. Default 2. Range 1..=64.
+    pub background_threads: usize,
+    /// How WAL damage is treated at recovery. Default `TolerateCorruptedTail`.
+    pub wal_recovery_mode: RecoveryMode,
+    /// Bytes of tier 0 kept free for the WAL and MANIFEST: tables never use them. Default:
+    /// `(max_immutable_memtables + 2) * write_buffer_size`, capped at a quarter of tier 0's budget.
+    pub fast_tier_wal_reserve: Option<u64>,
+    /// The file system all I/O goes through. Default: the POSIX one.
+    pub fs: Arc<dyn Fs>,
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("tiers", &self.tiers)
+            .field("levels_on_fast", &self.levels_on_fast)
+            .field("num_levels", &self.num_levels)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_immutable_memtables", &self.max_immutable_memtables)
+            .field("target_file_size", &self.target_file_size)
+            .field("compression", &self.compression)
+            .field("background_threads", &self.background_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            tiers: Vec::new(),
+            create_if_missing: true,
+            error_if_exists: false,
+            levels_on_fast: 2,
+            num_levels: 7,
+            write_buffer_size: 64 << 20,
+            max_immutable_memtables: 2,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 20,
+            l0_stop_trigger: 36,
+            max_bytes_for_level_base: 256 << 20,
+            level_size_multiplier: 10,
+            target_file_size: 64 << 20,
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::Lz4,
+            block_cache_bytes: 64 << 20,
+            background_threads: 2,
+            wal_recovery_mode: RecoveryMode::default(),
+            fast_tier_wal_reserve: None,
+            fs: Arc::new(PosixFs::new()),
+        }
+    }
+}
+
+fn check_range<T: PartialOrd + fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<()> {
+    if v < lo || v > hi {
+        return Err(Error::invalid(format!(
+            "option {name} = {v} is out of range: accepted {lo}..={hi}"
+        )));
+    }
+    Ok(())
+}
+
+impl Options {
+    /// A builder starting from the defaults.
+    pub fn builder() -> OptionsBuilder {
+        OptionsBuilder {
+            opts: Options::default(),
+        }
+    }
+
+    /// Checks every option, naming the first one that is out of range.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_tiers()?;
+        check_range("num_levels", self.num_levels, 2, 12)?;
+        check_range("levels_on_fast", self.levels_on_fast, 0, self.num_levels)?;
+        check_range(
+            "write_buffer_size",
+            self.write_buffer_size,
+            64 << 10,
+            4 << 30,
+        )?;
+        check_range(
+            "max_immutable_memtables",
+            self.max_immutable_memtables,
+            1,
+            16,
+        )?;
+        check_range("l0_compaction_trigger", self.l0_compaction_trigger, 1, 1000)?;
+        check_range(
+            "l0_slowdown_trigger",
+            self.l0_slowdown_trigger,
+            self.l0_compaction_trigger,
+            10_000,
+        )?;
+        check_range(
+            "l0_stop_trigger",
+            self.l0_stop_trigger,
+            self.l0_slowdown_trigger + 1,
+            10_001,
+        )?;
+        check_range(
+            "max_bytes_for_level_base",
+            self.max_bytes_for_level_base,
+            64 << 10,
+            u64::MAX,
+        )?;
+        check_range("level_size_multiplier", self.level_size_multiplier, 2, 100)?;
+        check_range("target_file_size", self.target_file_size, 16 << 10, 4 << 30)?;
+        check_range("block_size", self.block_size, 256, 4 << 20)?;
+        check_range(
+            "block_restart_interval",
+            self.block_restart_interval,
+            1,
+            1024,
+        )?;
+        check_range("bloom_bits_per_key", self.bloom_bits_per_key, 0, 64)?;
+        check_range("background_threads", self.background_threads, 1, 64)?;
+        Ok(())
+    }
+
+    fn validate_tiers(&self) -> Result<()> {
+        if self.tiers.is_empty() {
+            return Err(Error::invalid(
+                "option tiers is empty: give at least one tier (name and directory)",
+            ));
+        }
+        check_range("tiers (count)", self.tiers.len(), 1, 16)?;
+        for (i, t) in self.tiers.iter().enumerate() {
+            let valid_name = !t.name.is_empty()
+                && t.name.len() <= 64
+                && t.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid_name {
+                return Err(Error::invalid(format!(
+                    "option tiers[{i}].name = {:?}: accepted 1..=64 characters of [A-Za-z0-9_-]",
+                    t.name
+                )));
+            }
+            if t.path.as_os_str().is_empty() {
+                return Err(Error::invalid(format!("option tiers[{i}].path is empty")));
+            }
+            if self.tiers[..i].iter().any(|o| o.name == t.name) {
+                return Err(Error::invalid(format!(
+                    "option tiers: name {:?} is used twice",
+                    t.name
+                )));
+            }
+            if self.tiers[..i].iter().any(|o| o.path == t.path) {
+                return Err(Error::invalid(format!(
+                    "option tiers: directory {} is given for two tiers",
+                    t.path.display()
+                )));
+            }
+        }
+        let reserve = self.wal_reserve();
+        let fast = self.tiers[0].capacity;
+        if fast != u64::MAX && fast < reserve.saturating_mul(2) {
+            return Err(Error::invalid(format!(
+                "option tiers[0].capacity = {fast} is too small: it must be at least twice the WAL \
+                 reserve ({reserve} bytes; see fast_tier_wal_reserve and write_buffer_size)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Bytes of tier 0 that tables may not use.
+    pub fn wal_reserve(&self) -> u64 {
+        self.fast_tier_wal_reserve.unwrap_or_else(|| {
+            let want = (self.max_immutable_memtables as u64 + 2) * self.write_buffer_size as u64;
+            match self.tiers.first() {
+                Some(t) if t.capacity != u64::MAX => want.min(t.capacity / 4),
+                _ => want,
+            }
+        })
+    }
+
+    /// Target total bytes of `level` (L1 and deeper).
+    pub fn level_target_bytes(&self, level: usize) -> u64 {
+        let mut target = self.max_bytes_for_level_base;
+        for _ in 1..level {
+            target = target.saturating_mul(self.level_size_multiplier);
+        }
+        target
+    }
+
+    /// Loads options from a TOML file (see [`Options::from_toml_str`]).
+    pub fn from_toml_file(path: &Path) -> Result<Options> {
+        let bytes = crate::env::read_file(&PosixFs::new(), path)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::invalid(format!("config file {} is not UTF-8", path.display())))?;
+        Self::from_toml_str(&text)
+            .map_err(|e| Error::invalid(format!("config file {}: {e}", path.display())))
+    }
+
+    /// Parses options from TOML text. Keys are the field names of [`Options`]; tiers are given as
+    /// `[[tier]]` tables with `name`, `path` and optional `capacity` (bytes, or a string such as
+    /// `"10GiB"`). Sizes elsewhere accept the same forms. Unknown keys are an error.
+    pub fn from_toml_str(text: &str) -> Result<Options> {
+        let file: TomlOptions =
+            toml::from_str(text).map_err(|e| Error::invalid(format!("TOML: {e}")))?;
+        let opts = file.into_options();
+        opts.validate()?;
+        Ok(opts)
+    }
+}
+
+/// Parses a byte size: an integer, or a number with a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB).
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => {
+            return Err(Error::invalid(format!(
+                "size {text:?}: unknown unit {unit:?}"
+            )))
+        }
+    };
+    let value: f64 = num.parse().map_err(|_| {
+        Error::invalid(format!(
+            "size {text:?} is not a number with an optional unit"
+        ))
+    })?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(Error::invalid(format!(
+            "size {text:?} must be a non-negative number"
+        )));
+    }
+    Ok((value * mult as f64) as u64)
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeValue {
+    Int(u64),
+    Text(String),
+}
+
+fn de_size<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    match SizeValue::deserialize(d)? {
+        SizeValue::Int(v) => Ok(v),
+        SizeValue::Text(s) => parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn de_opt_size<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    de_size(d).map(Some)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TomlOptions {
+    #[serde(default, rename = "tier")]
+    tiers: Vec<TierConfig>,
+    create_if_missing: Option<bool>,
+    error_if_exists: Option<bool>,
+    levels_on_fast: Option<usize>,
+    num_levels: Option<usize>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    write_buffer_size: Option<u64>,
+    max_immutable_memtables: Option<usize>,
+    l0_compaction_trigger: Option<usize>,
+    l0_slowdown_trigger: Option<usize>,
+    l0_stop_trigger: Option<usize>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    max_bytes_for_level_base: Option<u64>,
+    level_size_multiplier: Option<u64>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    target_file_size: Option<u64>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    block_size: Option<u64>,
+    block_restart_interval: Option<usize>,
+    bloom_bits_per_key: Option<u32>,
+    compression: Option<Compression>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    block_cache_bytes: Option<u64>,
+    background_threads: Option<usize>,
+    wal_recovery_mode: Option<RecoveryMode>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    fast_tier_wal_reserve: Option<u64>,
+}
+
+impl TomlOptions {
+    fn into_options(self) -> Options {
+        let d = Options::default();
+        Options {
+            tiers: self.tiers,
+            create_if_missing: self.create_if_missing.unwrap_or(d.create_if_missing),
+            error_if_exists: self.error_if_exists.unwrap_or(d.error_if_exists),
+            levels_on_fast: self.levels_on_fast.unwrap_or(d.levels_on_fast),
+            num_levels: self.num_levels.unwrap_or(d.num_levels),
+            write_buffer_size: self
+                .write_buffer_size
+                .map_or(d.write_buffer_size, |v| v as usize),
+            max_immutable_memtables: self
+                .max_immutable_memtables
+                .unwrap_or(d.max_immutable_memtables),
+            l0_compaction_trigger: self
+                .l0_compaction_trigger
+                .unwrap_or(d.l0_compaction_trigger),
+            l0_slowdown_trigger: self.l0_slowdown_trigger.unwrap_or(d.l0_slowdown_trigger),
+            l0_stop_trigger: self.l0_stop_trigger.unwrap_or(d.l0_stop_trigger),
+            max_bytes_for_level_base: self
+                .max_bytes_for_level_base
+                .unwrap_or(d.max_bytes_for_level_base),
+            level_size_multiplier: self
+                .level_size_multiplier
+                .unwrap_or(d.level_size_multiplier),
+            target_file_size: self.target_file_size.unwrap_or(d.target_file_size),
+            block_size: self.block_size.map_or(d.block_size, |v| v as usize),
+            block_restart_interval: self
+                .block_restart_interval
+                .unwrap_or(d.block_restart_interval),
+            bloom_bits_per_key: self.bloom_bits_per_key.unwrap_or(d.bloom_bits_per_key),
+            compression: self.compression.unwrap_or(d.compression),
+            block_cache_bytes: self
+                .block_cache_bytes
+                .map_or(d.block_cache_bytes, |v| v as usize),
+            background_threads: self.background_threads.unwrap_or(d.background_threads),
+            wal_recovery_mode: self.wal_recovery_mode.unwrap_or(d.wal_recovery_mode),
+            fast_tier_wal_reserve: self.fast_tier_wal_reserve,
+            fs: d.fs,
+        }
+    }
+}
+
+/// Builds [`Options`]; `build` validates.
+pub struct OptionsBuilder {
+    opts: Options,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        $( $(#[$doc])* pub fn $name(mut self, v: $ty) -> Self { self.opts.$name = v; self } )*
+    };
+}
+
+impl OptionsBuilder {
+    /// Adds a tier (call in order, fastest first).
+    pub fn tier(mut self, tier: TierConfig) -> Self {
+        self.opts.tiers.push(tier);
+        self
+    }
+
+    /// Sets the WAL reserve on tier 0 explicitly.
+    pub fn fast_tier_wal_reserve(mut self, bytes: u64) -> Self {
+        self.opts.fast_tier_wal_reserve = Some(bytes);
+        self
+    }
+
+    setters! {
+        /// See [`Options::create_if_missing`].
+        create_if_missing: bool,
+        /// See [`Options::error_if_exists`].
+        error_if_exists: bool,
+        /// See [`Options::levels_on_fast`].
+        levels_on_fast: usize,
+        /// See [`Options::num_levels`].
+        num_levels: usize,
+        /// See [`Options::write_buffer_size`].
+        write_buffer_size: usize,
+        /// See [`Options::max_immutable_memtables`].
+        max_immutable_memtables: usize,
+        /// See [`Options::l0_compaction_trigger`].
+        l0_compaction_trigger: usize,
+        /// See [`Options::l0_slowdown_trigger`].
+        l0_slowdown_trigger: usize,
+        /// See [`Options::l0_stop_trigger`].
+        l0_stop_trigger: usize,
+        /// See [`Options::max_bytes_for_level_base`].
+        max_bytes_for_level_base: u64,
+        /// See [`Options::level_size_multiplier`].
+        level_size_multiplier: u64,
+        /// See [`Options::target_file_size`].
+        target_file_size: u64,
+        /// See [`Options::block_size`].
+        block_size: usize,
+        /// See [`Options::block_restart_interval`].
+        block_restart_interval: usize,
+        /// See [`Options::bloom_bits_per_key`].
+        bloom_bits_per_key: u32,
+        /// See [`Options::compression`].
+        compression: Compression,
+        /// See [`Options::block_cache_bytes`].
+        block_cache_bytes: usize,
+        /// See [`Options::background_threads`].
+        background_threads: usize,
+        /// See [`Options::wal_recovery_mode`].
+        wal_recovery_mode: RecoveryMode,
+        /// See [`Options::fs`].
+        fs: Arc<dyn Fs>,
+    }
+
+    /// Validates and returns the options.
+    pub fn build(self) -> Result<Options> {
+        self.opts.validate()?;
+        Ok(self.opts)
+    }
+}
+
+/// How durable a write is when the call returns. RocksDB's `sync=true` is [`Durability::Sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub enum Durability {
+    /// Kept in the WAL's user-space buffer: lost if the process dies.
+    Buffered,
+    /// Handed to the operating system: survives a process crash, not a power loss.
+    #[default]
+    Flush,
+    /// On stable storage (`fdatasync`) before the call returns.
+    Sync,
+}
+
+/// Per-write options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// How durable the write is on return.
+    pub durability: Durability,
+}
+
+impl WriteOptions {
+    /// `durability = Sync`.
+    pub fn sync() -> Self {
+        WriteOptions {
+            durability: Durability::Sync,
+        }
+    }
+}
+
+/// Per-read options.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Read as of this snapshot; `None` reads the latest state.
+    pub snapshot: Option<Snapshot>,
+    /// Put blocks read from tables into the block cache. Default true.
+    pub fill_cache: bool,
+    /// Iterators: the first key they may return (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: keys must be below this (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            snapshot: None,
+            fill_cache: true,
+            lower_bound: None,
+            upper_bound: None,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Reads as of `snapshot`.
+    pub fn at(snapshot: &Snapshot) -> Self {
+        ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..Default::default()
+        }
+    }
+
+    /// Sets iterator bounds `[lower, upper)`.
+    pub fn bounds(mut self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Self {
+        self.lower_bound = lower.map(<[u8]>::to_vec);
+        self.upper_bound = upper.map(<[u8]>::to_vec);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_tiers() -> OptionsBuilder {
+        Options::builder()
+            .tier(TierConfig::new("fast", "/tmp/a"))
+            .tier(TierConfig::new("capacity", "/tmp/b"))
+    }
+
+    #[test]
+    fn defaults_validate() {
+        two_tiers().build().unwrap();
+    }
+
+    #[test]
+    fn out_of_range_names_option_and_range() {
+        let err = two_tiers().num_levels(40).build().unwrap_err().to_string();
+        assert!(
+            err.contains("num_levels") && err.contains("2..=12"),
+            "{err}"
+        );
+        let err = two_tiers()
+            .levels_on_fast(9)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("levels_on_fast"), "{err}");
+        let err = Options::builder().build().unwrap_err().to_string();
+        assert!(err.contains("tiers"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_tier_names_rejected() {
+        let err = Options::builder()
+            .tier(TierConfig::new("fast", "/a"))
+            .tier(TierConfig::new("fast", "/b"))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("used twice"));
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1.5 GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert!(parse_size("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        let opts = Options::from_toml_str(
+            r#"
+            levels_on_fast = 1
+            write_buffer_size = "8MiB"
+            compression = "zstd"
+            wal_recovery_mode = "absolute-consistency"
+            [[tier]]
+            name = "fast"
+            path = "/mnt/fast"
+            capacity = "10GiB"
+            [[tier]]
+            name = "capacity"
+            path = "/mnt/cap"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(opts.levels_on_fast, 1);
+        assert_eq!(opts.write_buffer_size, 8 << 20);
+        assert_eq!(opts.compression, Compression::Zstd);
+        assert_eq!(opts.tiers[0].capacity, 10 << 30);
+        assert_eq!(opts.tiers[1].capacity, u64::MAX);
+        assert_eq!(opts.wal_recovery_mode, RecoveryMode::AbsoluteConsistency);
+    }
+
+    #[test]
+    fn toml_unknown_key_is_an_error() {
+        let err = Options::from_toml_str("levels_on_fats = 1\n[[tier]]\nname='f'\npath='/a'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("levels_on_fats"), "{err}");
+    }
+}

@@ -1,0 +1,281 @@
+//! Statistics: live counters owned by the database and the [`Stats`] report built from them.
+//!
+//! Counters are relaxed atomics bumped on the hot paths; [`Stats`] is a plain struct gathered on
+//! demand (`Db::stats`) from the counters, the tiers and the current version.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Engine-wide counters (per-tier byte counters live in `tier::TierCounters`).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub user_bytes_written: AtomicU64,
+    pub writes: AtomicU64,
+    pub write_groups: AtomicU64,
+    pub synced_groups: AtomicU64,
+    pub gets: AtomicU64,
+    pub reads_memtable: AtomicU64,
+    pub reads_block_cache: AtomicU64,
+    pub reads_not_found: AtomicU64,
+    pub reads_by_level: [AtomicU64; 16],
+    pub filter_negatives: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub slowdowns: AtomicU64,
+    pub stops: AtomicU64,
+    pub flushes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, v: u64) {
+        counter.fetch_add(v, Ordering::Relaxed);
+    }
+}
+
+pub(crate) fn load(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// Per-tier figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierStats {
+    /// Tier name.
+    pub name: String,
+    /// Byte budget (`u64::MAX` = unlimited).
+    pub capacity: u64,
+    /// Bytes of live tables on the tier.
+    pub bytes_used: u64,
+    /// Live tables on the tier.
+    pub files: u64,
+    /// WAL bytes written.
+    pub wal_bytes_written: u64,
+    /// Table bytes written by flushes.
+    pub flush_bytes_written: u64,
+    /// Table bytes written by compactions.
+    pub compaction_bytes_written: u64,
+    /// MANIFEST, CURRENT and identity bytes written.
+    pub meta_bytes_written: u64,
+    /// Bytes read from tables on the tier.
+    pub bytes_read: u64,
+    /// Point reads answered by a block read from this tier.
+    pub reads_served: u64,
+}
+
+impl TierStats {
+    /// Every byte written to the tier.
+    pub fn bytes_written(&self) -> u64 {
+        self.wal_bytes_written
+            + self.flush_bytes_written
+            + self.compaction_bytes_written
+            + self.meta_bytes_written
+    }
+}
+
+/// Per-level figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Level number.
+    pub level: usize,
+    /// Tables in the level.
+    pub files: u64,
+    /// Bytes in the level.
+    pub bytes: u64,
+    /// `(tier name, files, bytes)` for each tier holding part of the level.
+    pub by_tier: Vec<(String, u64, u64)>,
+    /// Point reads answered by this level.
+    pub reads_served: u64,
+}
+
+/// A report of the database's activity since open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Per tier, fastest first.
+    pub tiers: Vec<TierStats>,
+    /// Per level.
+    pub levels: Vec<LevelStats>,
+    /// Key and value bytes of acknowledged writes.
+    pub user_bytes_written: u64,
+    /// Write batches (including single puts and deletes) acknowledged.
+    pub writes: u64,
+    /// WAL groups written by group-commit leaders.
+    pub write_groups: u64,
+    /// WAL groups that were synced.
+    pub synced_groups: u64,
+    /// Point reads.
+    pub gets: u64,
+    /// Point reads answered by a memtable.
+    pub reads_memtable: u64,
+    /// Point reads answered by a table block found in the block cache.
+    pub reads_block_cache: u64,
+    /// Point reads that found nothing.
+    pub reads_not_found: u64,
+    /// Table lookups skipped because the bloom filter said no.
+    pub filter_negatives: u64,
+    /// Microseconds writers spent delayed or stopped.
+    pub stall_micros: u64,
+    /// Writes delayed because L0 reached the slowdown trigger.
+    pub slowdowns: u64,
+    /// Times writes stopped (too many immutable memtables or L0 files).
+    pub stops: u64,
+    /// Memtable flushes.
+    pub flushes: u64,
+    /// Compactions (trivial moves included).
+    pub compactions: u64,
+    /// Compactions done by moving a file to the next level without rewriting it.
+    pub trivial_moves: u64,
+    /// Bytes of table input read by compactions.
+    pub compaction_bytes_read: u64,
+    /// Block cache hits, misses, bytes used and budget.
+    pub block_cache: (u64, u64, u64, u64),
+    /// Immutable memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Bytes in the active memtable.
+    pub memtable_bytes: u64,
+    /// Last sequence number visible.
+    pub last_sequence: u64,
+    /// Live snapshots.
+    pub snapshots: usize,
+}
+
+impl Stats {
+    /// Average number of writes per WAL group (group-commit efficiency).
+    pub fn average_group_size(&self) -> f64 {
+        if self.write_groups == 0 {
+            0.0
+        } else {
+            self.writes as f64 / self.write_groups as f64
+        }
+    }
+
+    /// Bytes written to all tiers divided by user bytes written.
+    pub fn write_amplification(&self) -> f64 {
+        let device: u64 = self.tiers.iter().map(TierStats::bytes_written).sum();
+        if self.user_bytes_written == 0 {
+            0.0
+        } else {
+            device as f64 / self.user_bytes_written as f64
+        }
+    }
+}
+
+fn human(bytes: u64) -> String {
+    if bytes == u64::MAX {
+        return "unlimited".into();
+    }
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "tiers:")?;
+        writeln!(
+            f,
+            "  {:<10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "tier", "capacity", "used", "files", "wal", "flush", "compact", "meta", "read"
+        )?;
+        for t in &self.tiers {
+            writeln!(
+                f,
+                "  {:<10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                t.name,
+                human(t.capacity),
+                human(t.bytes_used),
+                t.files,
+                human(t.wal_bytes_written),
+                human(t.flush_bytes_written),
+                human(t.compaction_bytes_written),
+                human(t.meta_bytes_written),
+                human(t.bytes_read),
+            )?;
+        }
+        writeln!(f, "levels:")?;
+        for l in self
+            .levels
+            .iter()
+            .filter(|l| l.files > 0 || l.reads_served > 0)
+        {
+            let placement: Vec<String> = l
+                .by_tier
+                .iter()
+                .map(|(t, n, b)| format!("{t}: {n} files {}", human(*b)))
+                .collect();
+            writeln!(
+                f,
+                "  L{}: {} files, {}, reads served {} [{}]",
+                l.level,
+                l.files,
+                human(l.bytes),
+                l.reads_served,
+                placement.join(", ")
+            )?;
+        }
+        writeln!(
+            f,
+            "writes: {} batches, {} user bytes, {} WAL groups (avg {:.2} writes/group, {} synced)",
+            self.writes,
+            human(self.user_bytes_written),
+            self.write_groups,
+            self.average_group_size(),
+            self.synced_groups
+        )?;
+        writeln!(f, "write amplification: {:.2}", self.write_amplification())?;
+        writeln!(
+            f,
+            "reads: {} gets; served by memtable {}, block cache {}, not found {}; filter negatives {}",
+            self.gets,
+            self.reads_memtable,
+            self.reads_block_cache,
+            self.reads_not_found,
+            self.filter_negatives
+        )?;
+        let served: Vec<String> = self
+            .tiers
+            .iter()
+            .map(|t| format!("{} {}", t.name, t.reads_served))
+            .collect();
+        writeln!(f, "reads served by tier (device): {}", served.join(", "))?;
+        let (hits, misses, usage, cap) = self.block_cache;
+        writeln!(
+            f,
+            "block cache: {hits} hits, {misses} misses, {} of {}",
+            human(usage),
+            human(cap)
+        )?;
+        writeln!(
+            f,
+            "background: {} flushes, {} compactions ({} trivial moves), {} compaction input",
+            self.flushes,
+            self.compactions,
+            self.trivial_moves,
+            human(self.compaction_bytes_read)
+        )?;
+        writeln!(
+            f,
+            "stalls: {:.3} s total, {} slowdowns, {} stops",
+            self.stall_micros as f64 / 1e6,
+            self.slowdowns,
+            self.stops
+        )?;
+        write!(
+            f,
+            "memtable: {} active, {} immutable; last sequence {}; {} snapshots",
+            human(self.memtable_bytes),
+            self.immutable_memtables,
+            self.last_sequence,
+            self.snapshots
+        )
+    }
+}

@@ -1,0 +1,352 @@
+//! Tiers: the object layer under the LSM. Every table and log file is created *on a tier*.
+//!
+//! A tier is a directory on one device with a byte budget. Tier 0 (the fastest) holds the WAL,
+//! MANIFEST, CURRENT and LOCK and keeps a reserve that tables may not use. Each tier directory
+//! carries a `TIER` identity file (database id, tier name), so a missing or swapped directory is
+//! reported at open instead of silently losing data. All bytes written and read through this
+//! layer are counted per tier and per kind of write.
+//!
+//! INVARIANT: `used` of a tier equals the sum of the sizes of live tables placed on it (updated
+//! when a table is installed or deleted), so placement decisions need no directory scans.
+
+use crate::env::{BufferedFile, Fs, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+use crate::options::Options;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Name of the identity file in every tier directory.
+pub const IDENTITY_FILE: &str = "TIER";
+const IDENTITY_MAGIC: &str = "tierkv-tier 1";
+
+/// Why bytes were written, for per-tier accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Write-ahead log records.
+    Wal,
+    /// Tables written by memtable flushes.
+    Flush,
+    /// Tables written by compactions.
+    Compaction,
+    /// MANIFEST, CURRENT and identity files.
+    Meta,
+}
+
+/// Byte counters of one tier.
+#[derive(Debug, Default)]
+pub struct TierCounters {
+    /// Bytes written by kind, indexed by `WriteKind as usize`.
+    pub written: [AtomicU64; 4],
+    /// Bytes read from table files.
+    pub read: AtomicU64,
+    /// Point reads answered by a data block read from this tier's device.
+    pub reads_served: AtomicU64,
+}
+
+/// One configured tier.
+#[derive(Debug)]
+pub struct Tier {
+    /// Name given in the options.
+    pub name: String,
+    /// Directory of the tier.
+    pub dir: PathBuf,
+    /// Byte budget (`u64::MAX` = unlimited).
+    pub capacity: u64,
+    used: AtomicU64,
+    files: AtomicU64,
+    /// Counters of this tier.
+    pub counters: Arc<TierCounters>,
+}
+
+impl Tier {
+    /// Bytes of live tables placed on this tier.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Live tables placed on this tier.
+    pub fn files(&self) -> u64 {
+        self.files.load(Ordering::Relaxed)
+    }
+}
+
+/// The ordered set of tiers of an open database.
+pub struct Tiers {
+    tiers: Vec<Tier>,
+    fs: Arc<dyn Fs>,
+    wal_reserve: u64,
+}
+
+/// Kinds of files the engine names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// `NNNNNN.log`
+    Wal,
+    /// `NNNNNN.sst`
+    Table,
+    /// `MANIFEST-NNNNNN`
+    Manifest,
+}
+
+/// The file name of a numbered file.
+pub fn file_name(kind: FileKind, number: u64) -> String {
+    match kind {
+        FileKind::Wal => format!("{number:06}.log"),
+        FileKind::Table => format!("{number:06}.sst"),
+        FileKind::Manifest => format!("MANIFEST-{number:06}"),
+    }
+}
+
+/// Parses a file name produced by [`file_name`].
+pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
+    if let Some(n) = name.strip_prefix("MANIFEST-") {
+        return n.parse().ok().map(|n| (FileKind::Manifest, n));
+    }
+    let (stem, ext) = name.split_once('.')?;
+    let number = stem.parse().ok()?;
+    match ext {
+        "log" => Some((FileKind::Wal, number)),
+        "sst" => Some((FileKind::Table, number)),
+        _ => None,
+    }
+}
+
+impl Tiers {
+    /// Opens the configured tiers. A tier directory with an identity file must name this
+    /// database and this tier; one without is an error if the tier is in `known` (the tiers the
+    /// MANIFEST lists), else it is a new tier and is initialised.
+    pub fn open(opts: &Options, db_id: &str, known: &[String]) -> Result<Tiers> {
+        let fs = Arc::clone(&opts.fs);
+        let mut tiers = Vec::with_capacity(opts.tiers.len());
+        for cfg in &opts.tiers {
+            let tier = Tier {
+                name: cfg.name.clone(),
+                dir: cfg.path.clone(),
+                capacity: cfg.capacity,
+                used: AtomicU64::new(0),
+                files: AtomicU64::new(0),
+                counters: Arc::default(),
+            };
+            check_or_make_identity(fs.as_ref(), &tier, db_id, known)?;
+            tiers.push(tier);
+        }
+        Ok(Tiers {
+            tiers,
+            fs,
+            wal_reserve: opts.wal_reserve(),
+        })
+    }
+
+    /// All tiers, fastest first.
+    pub fn all(&self) -> &[Tier] {
+        &self.tiers
+    }
+
+    /// Tier `i`.
+    pub fn get(&self, i: usize) -> &Tier {
+        &self.tiers[i]
+    }
+
+    /// Index of the tier called `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.tiers.iter().position(|t| t.name == name)
+    }
+
+    /// The file system.
+    pub fn fs(&self) -> &Arc<dyn Fs> {
+        &self.fs
+    }
+
+    /// Path of a numbered file on tier `tier`.
+    pub fn path(&self, tier: usize, kind: FileKind, number: u64) -> PathBuf {
+        self.tiers[tier].dir.join(file_name(kind, number))
+    }
+
+    /// Creates a file on `tier`, counting its bytes under `kind`.
+    pub fn create(
+        &self,
+        tier: usize,
+        path: &Path,
+        kind: WriteKind,
+        buffer: usize,
+    ) -> Result<BufferedFile> {
+        let inner = self.fs.create(path)?;
+        let counter = Arc::clone(&self.tiers[tier].counters);
+        let counted = CountingFile {
+            inner,
+            counters: counter,
+            kind,
+        };
+        Ok(BufferedFile::new(Box::new(counted), buffer))
+    }
+
+    /// Opens a table file on `tier` for reads, counting bytes read.
+    pub fn open_read(&self, tier: usize, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let inner = self.fs.open_read(path)?;
+        Ok(Arc::new(CountingReader {
+            inner,
+            counters: Arc::clone(&self.tiers[tier].counters),
+        }))
+    }
+
+    /// Counts bytes written to `tier` outside [`Tiers::create`] (e.g. a reopened WAL).
+    pub fn count_write(&self, tier: usize, kind: WriteKind, bytes: u64) {
+        self.tiers[tier].counters.written[kind as usize].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records that a table of `size` bytes now lives on `tier`.
+    pub fn add_table(&self, tier: usize, size: u64) {
+        self.tiers[tier].used.fetch_add(size, Ordering::Relaxed);
+        self.tiers[tier].files.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records that a table of `size` bytes left `tier`.
+    pub fn remove_table(&self, tier: usize, size: u64) {
+        self.tiers[tier].used.fetch_sub(size, Ordering::Relaxed);
+        self.tiers[tier].files.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Bytes a new table may still take on `tier` (the WAL reserve is kept on tier 0).
+    pub fn room(&self, tier: usize) -> u64 {
+        let t = &self.tiers[tier];
+        let reserve = if tier == 0 { self.wal_reserve } else { 0 };
+        t.capacity.saturating_sub(reserve).saturating_sub(t.used())
+    }
+
+    /// The first tier at or after `preferred` with room for `size` more bytes; `NoSpace`
+    /// naming the last tier if none has.
+    pub fn place(&self, preferred: usize, size: u64) -> Result<usize> {
+        (preferred..self.tiers.len())
+            .find(|&t| self.room(t) >= size)
+            .ok_or_else(|| Error::NoSpace {
+                tier: self
+                    .tiers
+                    .last()
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default(),
+            })
+    }
+}
+
+fn identity_text(db_id: &str, tier: &Tier) -> String {
+    format!("{IDENTITY_MAGIC}\ndb_id={db_id}\nname={}\n", tier.name)
+}
+
+/// Reads the identity file of a tier directory: `(db_id, tier name)`.
+pub fn read_identity(fs: &dyn Fs, dir: &Path) -> Result<Option<(String, String)>> {
+    let path = dir.join(IDENTITY_FILE);
+    if !fs.exists(&path) {
+        return Ok(None);
+    }
+    let text = String::from_utf8(crate::env::read_file(fs, &path)?)
+        .map_err(|_| Error::corruption(&path, 0, "identity file is not UTF-8"))?;
+    let mut lines = text.lines();
+    if lines.next() != Some(IDENTITY_MAGIC) {
+        return Err(Error::corruption(
+            &path,
+            0,
+            "not a tierkv tier identity file",
+        ));
+    }
+    let mut field = |prefix: &str| {
+        lines
+            .next()
+            .and_then(|l| l.strip_prefix(prefix))
+            .map(str::to_string)
+            .ok_or_else(|| Error::corruption(&path, 0, format!("identity file lacks {prefix}")))
+    };
+    Ok(Some((field("db_id=")?, field("name=")?)))
+}
+
+fn check_or_make_identity(fs: &dyn Fs, tier: &Tier, db_id: &str, known: &[String]) -> Result<()> {
+    match read_identity(fs, &tier.dir)? {
+        Some((id, name)) if id == db_id && name == tier.name => Ok(()),
+        Some((id, name)) if id == db_id => Err(Error::invalid(format!(
+            "tier '{}' is configured with directory {}, but that directory belongs to tier \
+             '{name}' of this database: tier directories are swapped",
+            tier.name,
+            tier.dir.display()
+        ))),
+        Some((id, name)) => Err(Error::invalid(format!(
+            "tier '{}' directory {} belongs to another database (id {id}, tier '{name}')",
+            tier.name,
+            tier.dir.display()
+        ))),
+        None if known.iter().any(|k| k == &tier.name) => Err(Error::NotFound(format!(
+            "tier '{}': directory {} is missing or is not this tier's directory (no {IDENTITY_FILE} \
+             file); the database keeps files there",
+            tier.name,
+            tier.dir.display()
+        ))),
+        None => {
+            fs.create_dir_all(&tier.dir)?;
+            crate::env::write_file_atomic(
+                fs,
+                &tier.dir.join(IDENTITY_FILE),
+                identity_text(db_id, tier).as_bytes(),
+            )
+        }
+    }
+}
+
+/// A writable file that counts the bytes appended through it.
+struct CountingFile {
+    inner: Box<dyn WritableFile>,
+    counters: Arc<TierCounters>,
+    kind: WriteKind,
+}
+
+impl WritableFile for CountingFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.inner.append(data)?;
+        self.counters.written[self.kind as usize].fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
+    }
+
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+/// A readable file that counts the bytes read through it.
+struct CountingReader {
+    inner: Arc<dyn RandomAccessFile>,
+    counters: Arc<TierCounters>,
+}
+
+impl RandomAccessFile for CountingReader {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_exact_at(offset, buf)?;
+        self.counters
+            .read
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_round_trip() {
+        for kind in [FileKind::Wal, FileKind::Table, FileKind::Manifest] {
+            assert_eq!(parse_file_name(&file_name(kind, 42)), Some((kind, 42)));
+        }
+        assert_eq!(parse_file_name("CURRENT"), None);
+        assert_eq!(parse_file_name("x.sst"), None);
+    }
+}

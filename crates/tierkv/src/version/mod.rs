@@ -1,0 +1,260 @@
+//! Versions: immutable snapshots of the LSM shape (which table files are in which level).
+//!
+//! The current [`Version`] is an `Arc` swapped by the [`VersionSet`]; readers and iterators
+//! clone the `Arc` and keep using their version across flushes and compactions. A table file is
+//! deleted only when no live version lists it.
+//!
+//! INVARIANT: L0 files are ordered newest first (by largest sequence); files of L1 and deeper
+//! are ordered by smallest key and their user-key ranges do not overlap.
+
+pub mod edit;
+mod set;
+
+pub use edit::{NewFile, VersionEdit};
+pub use set::{RecoveredManifest, VersionSet, CURRENT_FILE};
+
+use crate::error::{Error, Result};
+use crate::key::{self, SeqNo};
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// A live table file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// File number.
+    pub number: u64,
+    /// Index of the tier the file is on.
+    pub tier: usize,
+    /// Size in bytes.
+    pub size: u64,
+    /// Smallest internal key.
+    pub smallest: Vec<u8>,
+    /// Largest internal key.
+    pub largest: Vec<u8>,
+    /// Smallest sequence number.
+    pub smallest_seq: SeqNo,
+    /// Largest sequence number.
+    pub largest_seq: SeqNo,
+    /// Entries.
+    pub num_entries: u64,
+    /// Tombstones.
+    pub num_deletions: u64,
+}
+
+impl FileMeta {
+    /// Smallest user key.
+    pub fn smallest_user(&self) -> &[u8] {
+        key::user_key(&self.smallest)
+    }
+
+    /// Largest user key.
+    pub fn largest_user(&self) -> &[u8] {
+        key::user_key(&self.largest)
+    }
+
+    /// True if the file's user-key range intersects `[begin, end]` (`None` = unbounded).
+    pub fn overlaps(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> bool {
+        let after_end = end.is_some_and(|e| self.smallest_user() > e);
+        let before_begin = begin.is_some_and(|b| self.largest_user() < b);
+        !(after_end || before_begin)
+    }
+
+    /// True if `user_key` is within the file's range.
+    pub fn contains(&self, user_key: &[u8]) -> bool {
+        self.smallest_user() <= user_key && user_key <= self.largest_user()
+    }
+
+    /// The MANIFEST record of this file at `level` on the tier named `tier`.
+    pub fn to_new_file(&self, level: usize, tier: &str) -> NewFile {
+        NewFile {
+            level,
+            number: self.number,
+            tier: tier.to_string(),
+            size: self.size,
+            smallest: self.smallest.clone(),
+            largest: self.largest.clone(),
+            smallest_seq: self.smallest_seq,
+            largest_seq: self.largest_seq,
+            num_entries: self.num_entries,
+            num_deletions: self.num_deletions,
+        }
+    }
+}
+
+/// An immutable LSM shape.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    /// Files per level.
+    pub levels: Vec<Vec<Arc<FileMeta>>>,
+}
+
+fn l0_order(a: &Arc<FileMeta>, b: &Arc<FileMeta>) -> Ordering {
+    b.largest_seq
+        .cmp(&a.largest_seq)
+        .then(b.number.cmp(&a.number))
+}
+
+impl Version {
+    /// An empty version with `num_levels` levels.
+    pub fn empty(num_levels: usize) -> Self {
+        Version {
+            levels: vec![Vec::new(); num_levels],
+        }
+    }
+
+    /// Total bytes of a level.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.size).sum()
+    }
+
+    /// Every file with its level.
+    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+    }
+
+    /// Files of `level` whose range intersects `[begin, end]`, in level order.
+    pub fn overlapping(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.overlaps(begin, end))
+            .cloned()
+            .collect()
+    }
+
+    /// The files that may hold `user_key`, in the order a point read must consult them.
+    pub fn files_for_key(&self, user_key: &[u8]) -> Vec<(usize, Arc<FileMeta>)> {
+        let mut out = Vec::new();
+        for (level, files) in self.levels.iter().enumerate() {
+            if level == 0 {
+                out.extend(
+                    files
+                        .iter()
+                        .filter(|f| f.contains(user_key))
+                        .map(|f| (0, f.clone())),
+                );
+                continue;
+            }
+            let i = files.partition_point(|f| f.largest_user() < user_key);
+            if let Some(f) = files.get(i).filter(|f| f.contains(user_key)) {
+                out.push((level, f.clone()));
+            }
+        }
+        out
+    }
+
+    /// True if no level deeper than `level` has a file that may hold `user_key`.
+    pub fn is_bottom_for_key(&self, level: usize, user_key: &[u8]) -> bool {
+        self.levels[level + 1..]
+            .iter()
+            .all(|files| files.iter().all(|f| !f.contains(user_key)))
+    }
+
+    /// A new version with `edit` applied; `files` resolves each new file's metadata.
+    pub fn apply(
+        &self,
+        deleted: &[(usize, u64)],
+        added: &[(usize, Arc<FileMeta>)],
+    ) -> Result<Version> {
+        let mut next = self.clone();
+        for &(level, number) in deleted {
+            let files = next.levels.get_mut(level).ok_or_else(|| bad_level(level))?;
+            files.retain(|f| f.number != number);
+        }
+        for (level, f) in added {
+            next.levels
+                .get_mut(*level)
+                .ok_or_else(|| bad_level(*level))?
+                .push(f.clone());
+        }
+        next.levels[0].sort_by(l0_order);
+        for files in next.levels.iter_mut().skip(1) {
+            files.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
+        }
+        Ok(next)
+    }
+
+    /// Checks the level invariants (used after recovery and in debug builds).
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            for pair in files.windows(2) {
+                if pair[0].largest_user() >= pair[1].smallest_user() {
+                    return Err(format!(
+                        "level {level}: tables {} and {} overlap",
+                        pair[0].number, pair[1].number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn bad_level(level: usize) -> Error {
+    Error::invalid(format!(
+        "the database has a table at level {level}, beyond num_levels; reopen with a larger num_levels"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, ValueKind};
+
+    pub(crate) fn meta(number: u64, lo: &[u8], hi: &[u8], seq: SeqNo) -> Arc<FileMeta> {
+        Arc::new(FileMeta {
+            number,
+            tier: 0,
+            size: 100,
+            smallest: internal_key(lo, seq, ValueKind::Value),
+            largest: internal_key(hi, seq, ValueKind::Value),
+            smallest_seq: seq,
+            largest_seq: seq,
+            num_entries: 1,
+            num_deletions: 0,
+        })
+    }
+
+    #[test]
+    fn point_read_order_is_l0_newest_first_then_levels() {
+        let v = Version::empty(3)
+            .apply(
+                &[],
+                &[
+                    (0, meta(1, b"a", b"m", 5)),
+                    (0, meta(2, b"c", b"z", 9)),
+                    (1, meta(3, b"a", b"f", 1)),
+                    (1, meta(4, b"g", b"p", 1)),
+                    (2, meta(5, b"a", b"z", 1)),
+                ],
+            )
+            .unwrap();
+        let order: Vec<u64> = v
+            .files_for_key(b"d")
+            .iter()
+            .map(|(_, f)| f.number)
+            .collect();
+        assert_eq!(order, [2, 1, 3, 5]);
+        assert!(v.is_bottom_for_key(2, b"d"));
+        assert!(!v.is_bottom_for_key(1, b"d"));
+        v.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn overlap_check_finds_violations() {
+        let v = Version::empty(2)
+            .apply(
+                &[],
+                &[(1, meta(1, b"a", b"m", 1)), (1, meta(2, b"k", b"z", 1))],
+            )
+            .unwrap();
+        assert!(v.check_invariants().is_err());
+    }
+}

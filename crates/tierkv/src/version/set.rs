@@ -1,0 +1,366 @@
+//! The version set: owner of the current [`Version`], the MANIFEST writer, file numbers and the
+//! last visible sequence number.
+//!
+//! Locks: `current` is held only to clone or swap the `Arc`; `manifest` serialises edits and IS
+//! held across the MANIFEST append and sync (it is the writer's owner lock; nothing else waits
+//! on it but other edits). CURRENT is replaced atomically (temporary file, sync, rename,
+//! directory sync) only after the new MANIFEST it names is durable.
+
+use super::{FileMeta, Version, VersionEdit};
+use crate::env::{self, Fs};
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::tier::{FileKind, Tiers, WriteKind};
+use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
+use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// Name of the file that names the live MANIFEST.
+pub const CURRENT_FILE: &str = "CURRENT";
+
+/// What a MANIFEST says, before tiers are opened.
+#[derive(Debug)]
+pub struct RecoveredManifest {
+    /// Database identity.
+    pub db_id: String,
+    /// Tier names recorded.
+    pub tiers: Vec<String>,
+    /// Every edit, in order.
+    pub edits: Vec<VersionEdit>,
+    /// Number of the MANIFEST read.
+    pub manifest_number: u64,
+}
+
+impl RecoveredManifest {
+    /// Reads CURRENT and the MANIFEST it names in `dir`; `Ok(None)` if there is no CURRENT.
+    pub fn read(fs: &dyn Fs, dir: &Path) -> Result<Option<RecoveredManifest>> {
+        let current = dir.join(CURRENT_FILE);
+        if !fs.exists(&current) {
+            return Ok(None);
+        }
+        let text = env::read_file(fs, &current)?;
+        let name = std::str::from_utf8(&text)
+            .ok()
+            .and_then(|t| t.strip_suffix('\n'))
+            .filter(|n| n.starts_with("MANIFEST-"))
+            .ok_or_else(|| Error::corruption(&current, 0, "CURRENT does not name a MANIFEST"))?;
+        let manifest_number = match crate::tier::parse_file_name(name) {
+            Some((FileKind::Manifest, n)) => n,
+            _ => {
+                return Err(Error::corruption(
+                    &current,
+                    0,
+                    format!("bad MANIFEST name {name:?}"),
+                ))
+            }
+        };
+        let path = dir.join(name);
+        if !fs.exists(&path) {
+            return Err(Error::corruption(
+                &current,
+                0,
+                format!("CURRENT names {name}, which is missing"),
+            ));
+        }
+        let edits = read_edits(fs, &path)?;
+        let db_id = edits
+            .iter()
+            .find_map(|e| e.db_id.clone())
+            .ok_or_else(|| Error::corruption(&path, 0, "MANIFEST has no database id"))?;
+        let tiers = edits
+            .iter()
+            .rev()
+            .find_map(|e| e.tiers.clone())
+            .unwrap_or_default();
+        Ok(Some(RecoveredManifest {
+            db_id,
+            tiers,
+            edits,
+            manifest_number,
+        }))
+    }
+}
+
+/// Reads every edit of a MANIFEST file. A torn last record is tolerated (its edit was never
+/// acknowledged); any other damage is corruption.
+pub fn read_edits(fs: &dyn Fs, path: &Path) -> Result<Vec<VersionEdit>> {
+    let mut reader = LogReader::open(fs, path, RecoveryMode::TolerateCorruptedTail)?;
+    let mut edits = Vec::new();
+    while let Some((offset, payload)) = reader.next_record()? {
+        let edit = VersionEdit::decode(payload)
+            .map_err(|what| Error::corruption(path, offset, format!("MANIFEST edit: {what}")))?;
+        edits.push(edit);
+    }
+    Ok(edits)
+}
+
+struct Manifest {
+    writer: LogWriter,
+    number: u64,
+}
+
+/// Owner of the LSM shape and its persistent record.
+pub struct VersionSet {
+    tiers: Arc<Tiers>,
+    dir: PathBuf,
+    db_id: String,
+    current: Mutex<Arc<Version>>,
+    live: Mutex<Vec<Weak<Version>>>,
+    manifest: Mutex<Option<Manifest>>,
+    next_file_number: AtomicU64,
+    last_sequence: AtomicU64,
+    log_number: AtomicU64,
+}
+
+impl VersionSet {
+    /// A version set built from a recovered MANIFEST (or empty for a new database). No MANIFEST
+    /// is open for writing until [`VersionSet::write_new_manifest`].
+    pub fn recover(
+        tiers: Arc<Tiers>,
+        num_levels: usize,
+        db_id: String,
+        recovered: Option<&RecoveredManifest>,
+    ) -> Result<VersionSet> {
+        let dir = tiers.get(0).dir.clone();
+        let set = VersionSet {
+            tiers,
+            dir,
+            db_id,
+            current: Mutex::new(Arc::new(Version::empty(num_levels))),
+            live: Mutex::new(Vec::new()),
+            manifest: Mutex::new(None),
+            next_file_number: AtomicU64::new(2),
+            last_sequence: AtomicU64::new(0),
+            log_number: AtomicU64::new(0),
+        };
+        if let Some(rec) = recovered {
+            set.replay(rec)?;
+        }
+        Ok(set)
+    }
+
+    fn replay(&self, rec: &RecoveredManifest) -> Result<()> {
+        let mut version = Version::empty(self.current().levels.len());
+        for edit in &rec.edits {
+            version = self.apply_edit(&version, edit)?;
+            if let Some(n) = edit.log_number {
+                self.log_number.store(n, Ordering::Relaxed);
+            }
+            if let Some(n) = edit.next_file_number {
+                self.next_file_number.store(n, Ordering::Relaxed);
+            }
+            if let Some(s) = edit.last_sequence {
+                self.last_sequence.store(s, Ordering::Relaxed);
+            }
+        }
+        let next = self
+            .next_file_number
+            .load(Ordering::Relaxed)
+            .max(rec.manifest_number + 1);
+        self.next_file_number.store(next, Ordering::Relaxed);
+        version.check_invariants().map_err(|what| {
+            Error::corruption(
+                self.dir.join(crate::tier::file_name(
+                    FileKind::Manifest,
+                    rec.manifest_number,
+                )),
+                0,
+                what,
+            )
+        })?;
+        for (_, f) in version.all_files() {
+            self.tiers.add_table(f.tier, f.size);
+        }
+        self.install(version);
+        Ok(())
+    }
+
+    fn apply_edit(&self, base: &Version, edit: &VersionEdit) -> Result<Version> {
+        let mut added = Vec::with_capacity(edit.new_files.len());
+        for nf in &edit.new_files {
+            let tier = self.tiers.index_of(&nf.tier).ok_or_else(|| {
+                Error::invalid(format!(
+                    "the database keeps table {} on tier '{}', which is not configured",
+                    nf.number, nf.tier
+                ))
+            })?;
+            added.push((nf.level, Arc::new(meta_from_new_file(nf, tier))));
+        }
+        base.apply(&edit.deleted_files, &added)
+    }
+
+    fn install(&self, version: Version) -> Arc<Version> {
+        let v = Arc::new(version);
+        let mut live = self.live.lock();
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&v));
+        drop(live);
+        *self.current.lock() = Arc::clone(&v);
+        v
+    }
+
+    /// The current version.
+    pub fn current(&self) -> Arc<Version> {
+        Arc::clone(&self.current.lock())
+    }
+
+    /// Database identity.
+    pub fn db_id(&self) -> &str {
+        &self.db_id
+    }
+
+    /// Allocates a file number.
+    pub fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The next unused file number.
+    pub fn next_file_number(&self) -> u64 {
+        self.next_file_number.load(Ordering::Relaxed)
+    }
+
+    /// Makes sure future file numbers are above `n`.
+    pub fn mark_file_number_used(&self, n: u64) {
+        self.next_file_number.fetch_max(n + 1, Ordering::Relaxed);
+    }
+
+    /// The last sequence number visible to readers.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.last_sequence.load(Ordering::Acquire)
+    }
+
+    /// Publishes `seq` as the last visible sequence number.
+    pub fn set_last_sequence(&self, seq: SeqNo) {
+        self.last_sequence.store(seq, Ordering::Release);
+    }
+
+    /// WAL files numbered below this are obsolete.
+    pub fn log_number(&self) -> u64 {
+        self.log_number.load(Ordering::Relaxed)
+    }
+
+    /// Number of the MANIFEST being written.
+    pub fn manifest_number(&self) -> Option<u64> {
+        self.manifest.lock().as_ref().map(|m| m.number)
+    }
+
+    /// Every table number listed by a live version.
+    pub fn live_table_numbers(&self) -> std::collections::HashSet<u64> {
+        let live: Vec<Arc<Version>> = {
+            let mut live = self.live.lock();
+            live.retain(|w| w.strong_count() > 0);
+            live.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut numbers: std::collections::HashSet<u64> = live
+            .iter()
+            .flat_map(|v| v.all_files().map(|(_, f)| f.number))
+            .collect();
+        numbers.extend(self.current().all_files().map(|(_, f)| f.number));
+        numbers
+    }
+
+    /// Starts a new MANIFEST holding the whole current state plus `edit`, then points CURRENT
+    /// at it. Used at open; the previous MANIFEST becomes obsolete.
+    pub fn write_new_manifest(&self, mut edit: VersionEdit) -> Result<()> {
+        let mut guard = self.manifest.lock();
+        let number = self.new_file_number();
+        let path = self.tiers.path(0, FileKind::Manifest, number);
+        let file = self.tiers.create(0, &path, WriteKind::Meta, 64 << 10)?;
+        let mut writer = LogWriter::new(file, path);
+        let version = self.apply_edit(&self.current(), &edit)?;
+        self.fill_edit_totals(&mut edit);
+        writer.add_record(&self.snapshot_edit(&version, &edit).encode())?;
+        writer.sync()?;
+        let current = format!("{}\n", crate::tier::file_name(FileKind::Manifest, number));
+        env::write_file_atomic(
+            self.tiers.fs().as_ref(),
+            &self.dir.join(CURRENT_FILE),
+            current.as_bytes(),
+        )?;
+        self.tiers
+            .count_write(0, WriteKind::Meta, current.len() as u64);
+        self.account(&edit);
+        self.install(version);
+        *guard = Some(Manifest { writer, number });
+        Ok(())
+    }
+
+    fn snapshot_edit(&self, version: &Version, edit: &VersionEdit) -> VersionEdit {
+        let tier_names: Vec<String> = self.tiers.all().iter().map(|t| t.name.clone()).collect();
+        VersionEdit {
+            db_id: Some(self.db_id.clone()),
+            tiers: Some(tier_names),
+            log_number: edit.log_number,
+            next_file_number: edit.next_file_number,
+            last_sequence: edit.last_sequence,
+            new_files: version
+                .all_files()
+                .map(|(l, f)| f.to_new_file(l, &self.tiers.get(f.tier).name))
+                .collect(),
+            deleted_files: Vec::new(),
+        }
+    }
+
+    fn fill_edit_totals(&self, edit: &mut VersionEdit) {
+        let log = edit.log_number.unwrap_or_else(|| self.log_number());
+        edit.log_number = Some(log);
+        edit.next_file_number = Some(self.next_file_number());
+        edit.last_sequence = Some(self.last_sequence());
+    }
+
+    fn account(&self, edit: &VersionEdit) {
+        if let Some(n) = edit.log_number {
+            self.log_number.fetch_max(n, Ordering::Relaxed);
+        }
+        let current = self.current();
+        for &(level, number) in &edit.deleted_files {
+            if let Some(f) = current.levels[level].iter().find(|f| f.number == number) {
+                self.tiers.remove_table(f.tier, f.size);
+            }
+        }
+        for nf in &edit.new_files {
+            if let Some(t) = self.tiers.index_of(&nf.tier) {
+                self.tiers.add_table(t, nf.size);
+            }
+        }
+    }
+
+    /// Applies `edit`: appends it to the MANIFEST, syncs, then installs the new version.
+    /// On error nothing is installed and the caller must treat the database as failed.
+    pub fn log_and_apply(&self, mut edit: VersionEdit) -> Result<Arc<Version>> {
+        let mut guard = self.manifest.lock();
+        let manifest = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed("MANIFEST is not open".into()))?;
+        self.fill_edit_totals(&mut edit);
+        let version = self.apply_edit(&self.current(), &edit)?;
+        manifest.writer.add_record(&edit.encode())?;
+        manifest.writer.sync()?;
+        self.account(&edit);
+        Ok(self.install(version))
+    }
+
+    /// Closes the MANIFEST writer.
+    pub fn close(&self) -> Result<()> {
+        match self.manifest.lock().take() {
+            Some(m) => m.writer.close(),
+            None => Ok(()),
+        }
+    }
+}
+
+fn meta_from_new_file(nf: &super::NewFile, tier: usize) -> FileMeta {
+    FileMeta {
+        number: nf.number,
+        tier,
+        size: nf.size,
+        smallest: nf.smallest.clone(),
+        largest: nf.largest.clone(),
+        smallest_seq: nf.smallest_seq,
+        largest_seq: nf.largest_seq,
+        num_entries: nf.num_entries,
+        num_deletions: nf.num_deletions,
+    }
+}

@@ -1,0 +1,129 @@
+//! End-to-end basics on real directories: put/get/delete, flush, compaction, reopen, iterators.
+
+use tierkv::{Db, Options, ReadOptions, TierConfig, WriteBatch, WriteOptions};
+
+fn opts(dir: &std::path::Path, levels_on_fast: usize) -> Options {
+    Options::builder()
+        .tier(TierConfig::new("fast", dir.join("fast")))
+        .tier(TierConfig::new("capacity", dir.join("capacity")))
+        .levels_on_fast(levels_on_fast)
+        .write_buffer_size(64 << 10)
+        .target_file_size(32 << 10)
+        .max_bytes_for_level_base(128 << 10)
+        .l0_compaction_trigger(2)
+        .build()
+        .unwrap()
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+#[test]
+fn put_get_flush_compact_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = WriteOptions::default();
+    let r = ReadOptions::default();
+    {
+        let db = Db::open(opts(dir.path(), 1)).unwrap();
+        for i in 0..5000 {
+            db.put(
+                &w,
+                &key(i),
+                format!("value-{i}-{}", "x".repeat(50)).as_bytes(),
+            )
+            .unwrap();
+        }
+        for i in (0..5000).step_by(3) {
+            db.delete(&w, &key(i)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        for i in 0..5000 {
+            let got = db.get(&r, &key(i)).unwrap();
+            if i % 3 == 0 {
+                assert_eq!(got, None, "key {i}");
+            } else {
+                assert!(got.unwrap().starts_with(format!("value-{i}-").as_bytes()));
+            }
+        }
+        let stats = db.stats();
+        println!("{stats}");
+        assert!(stats.levels.iter().skip(1).any(|l| l.files > 0));
+        assert!(
+            stats.tiers[1].bytes_used > 0,
+            "deeper levels go to capacity"
+        );
+    }
+    let db = Db::open(opts(dir.path(), 1)).unwrap();
+    assert_eq!(db.get(&r, &key(1)).unwrap().is_some(), true);
+    assert_eq!(db.get(&r, &key(3)).unwrap(), None);
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    let keys: Vec<_> = it.entries().map(|e| e.unwrap().0).collect();
+    let want: Vec<_> = (0..5000).filter(|i| i % 3 != 0).map(key).collect();
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn unflushed_writes_survive_reopen_and_batches_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(opts(dir.path(), 2)).unwrap();
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1");
+        b.put(b"b", b"2");
+        b.delete(b"a");
+        db.write(&WriteOptions::sync(), b).unwrap();
+    }
+    let db = Db::open(opts(dir.path(), 2)).unwrap();
+    let r = ReadOptions::default();
+    assert_eq!(db.get(&r, b"a").unwrap(), None);
+    assert_eq!(db.get(&r, b"b").unwrap(), Some(b"2".to_vec()));
+}
+
+#[test]
+fn reverse_iteration_and_bounds_and_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(dir.path(), 1)).unwrap();
+    let w = WriteOptions::default();
+    for i in 0..100 {
+        db.put(&w, &key(i), b"v1").unwrap();
+    }
+    let snap = db.snapshot();
+    for i in 0..100 {
+        db.put(&w, &key(i), b"v2").unwrap();
+    }
+    db.delete(&w, &key(50)).unwrap();
+    db.flush().unwrap();
+    let mut it = db
+        .iter(ReadOptions::default().bounds(Some(&key(10)), Some(&key(60))))
+        .unwrap();
+    it.seek_to_last();
+    let mut back = Vec::new();
+    while it.valid() {
+        back.push(it.key().to_vec());
+        assert_eq!(it.value(), b"v2");
+        it.prev();
+    }
+    let mut want: Vec<_> = (10..60).filter(|&i| i != 50).map(key).collect();
+    want.reverse();
+    assert_eq!(back, want);
+    assert_eq!(
+        db.get(&ReadOptions::at(&snap), &key(50)).unwrap(),
+        Some(b"v1".to_vec())
+    );
+    db.compact_range(None, None).unwrap();
+    assert_eq!(
+        db.get(&ReadOptions::at(&snap), &key(50)).unwrap(),
+        Some(b"v1".to_vec())
+    );
+    let mut it = db.iter(ReadOptions::at(&snap)).unwrap();
+    it.seek(&key(98));
+    assert_eq!(it.key(), key(98));
+    it.next();
+    it.prev();
+    it.prev();
+    assert_eq!(it.key(), key(97));
+    assert_eq!(it.value(), b"v1");
+}
