@@ -40,7 +40,7 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, Entries};
+pub use db::{Db, DbIterator, Entries, LiveFile};
 pub use error::{Error, Result};
 pub use options::{
     Compression, Durability, Options, OptionsBuilder, ReadOptions, RecoveryMode, TierConfig,

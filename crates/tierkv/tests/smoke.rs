@@ -56,7 +56,7 @@ fn put_get_flush_compact_reopen() {
         );
     }
     let db = Db::open(opts(dir.path(), 1)).unwrap();
-    assert_eq!(db.get(&r, &key(1)).unwrap().is_some(), true);
+    assert!(db.get(&r, &key(1)).unwrap().is_some());
     assert_eq!(db.get(&r, &key(3)).unwrap(), None);
     let mut it = db.iter(ReadOptions::default()).unwrap();
     it.seek_to_first();

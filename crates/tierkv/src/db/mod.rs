@@ -74,6 +74,27 @@ pub(crate) struct DbInner {
     _lock: Box<dyn FileLock>,
 }
 
+/// A live table file, as [`Db::live_files`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    /// LSM level.
+    pub level: usize,
+    /// Name of the tier holding it.
+    pub tier: String,
+    /// File number.
+    pub number: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Smallest user key.
+    pub smallest: Vec<u8>,
+    /// Largest user key.
+    pub largest: Vec<u8>,
+    /// Entries (values and tombstones).
+    pub entries: u64,
+    /// Path of the file.
+    pub path: std::path::PathBuf,
+}
+
 /// An open database. `Send + Sync`: share it between threads by reference or `Arc`.
 /// Dropping it stops background work and leaves a state that reopens cleanly.
 pub struct Db {
@@ -179,21 +200,23 @@ impl Db {
         Ok(blocks)
     }
 
-    /// `(level, tier name, file number, size, smallest key, largest key)` of every live table.
-    pub fn live_files(&self) -> Vec<(usize, String, u64, u64, Vec<u8>, Vec<u8>)> {
+    /// Every live table: level, tier, number, size and user-key range.
+    pub fn live_files(&self) -> Vec<LiveFile> {
         let version = self.inner.versions.current();
         version
             .all_files()
-            .map(|(l, f)| {
-                let tier = self.inner.tiers.get(f.tier).name.clone();
-                (
-                    l,
-                    tier,
-                    f.number,
-                    f.size,
-                    f.smallest_user().to_vec(),
-                    f.largest_user().to_vec(),
-                )
+            .map(|(level, f)| LiveFile {
+                level,
+                tier: self.inner.tiers.get(f.tier).name.clone(),
+                number: f.number,
+                size: f.size,
+                smallest: f.smallest_user().to_vec(),
+                largest: f.largest_user().to_vec(),
+                entries: f.num_entries,
+                path: self
+                    .inner
+                    .tiers
+                    .path(f.tier, crate::tier::FileKind::Table, f.number),
             })
             .collect()
     }
