@@ -1,0 +1,316 @@
+//! `tierkv-bench`: YCSB and db_bench-style workloads on tierkv and RocksDB, side by side.
+//!
+//! Each engine runs on fresh directories under the same tiers with the same workload and seeds;
+//! `--compare` prints ratios against the first engine. See BENCHMARKS.md.
+
+mod engine;
+mod report;
+mod runner;
+mod workload;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use engine::{EngineConfig, TierDir};
+use report::{RunRecord, TierMeasure};
+use runner::RunSpec;
+use std::path::PathBuf;
+use std::time::Duration;
+use workload::{Distribution, ValueSizes, Workload};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tierkv-bench",
+    version,
+    about = "Benchmark tierkv against RocksDB on the same tiers"
+)]
+struct Args {
+    /// Engine: tierkv[:pl|lad1|lad2|lad3] or rocksdb[:pl|lad1..] (rocksdb needs --features rocksdb).
+    #[arg(long, default_value = "tierkv")]
+    engine: String,
+    /// Run these engines one after another on fresh directories and print ratios against the
+    /// first, e.g. `rocksdb,tierkv`.
+    #[arg(long)]
+    compare: Option<String>,
+    /// Root under which each engine's tier directories are made (<dir>/<engine>/<tier>).
+    #[arg(long, default_value = "./tierkv-bench-data")]
+    dir: PathBuf,
+    /// A tier as NAME=DIR, fastest first (repeatable); default: fast and capacity under --dir.
+    #[arg(long = "tier", value_name = "NAME=DIR")]
+    tiers: Vec<String>,
+    /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
+    #[arg(long = "device", value_name = "NAME=DEV")]
+    devices: Vec<String>,
+    /// fillseq fillrandom overwrite readrandom readseq scanrandom ycsb-a..ycsb-f multiphase.
+    #[arg(long, default_value = "fillrandom")]
+    workload: String,
+    /// Records loaded before the run (and the key space of random fills).
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Operations in the run phase (default: --records, unless --duration is given).
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Run-phase time limit in seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Client threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Key size in bytes (>= 8).
+    #[arg(long, default_value_t = 16)]
+    key_size: usize,
+    /// Value size in bytes, or a weighted mix like 256:50,4096:50.
+    #[arg(long, default_value = "1024")]
+    value_size: String,
+    /// Key distribution: uniform, zipfian or latest.
+    #[arg(long, default_value = "uniform")]
+    distribution: String,
+    /// Zipfian skew.
+    #[arg(long, default_value_t = 0.99)]
+    zipf_theta: f64,
+    /// Sync every write (RocksDB's sync=true).
+    #[arg(long)]
+    sync: bool,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Keys per scan (scanrandom, readseq; ycsb-e draws 1..=N).
+    #[arg(long, default_value_t = 100)]
+    scan_length: usize,
+    /// Memtable size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    write_buffer_size: usize,
+    /// Immutable memtables before writes stall.
+    #[arg(long, default_value_t = 2)]
+    max_immutable_memtables: usize,
+    /// Block cache in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    block_cache: usize,
+    /// Bloom filter bits per key (0 = none).
+    #[arg(long, default_value_t = 10)]
+    bloom_bits: u32,
+    /// none, lz4 or zstd.
+    #[arg(long, default_value = "lz4")]
+    compression: String,
+    /// Background flush and compaction threads.
+    #[arg(long, default_value_t = 2)]
+    background_threads: usize,
+    /// Target table file size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    target_file_size: u64,
+    /// L1 target size in bytes.
+    #[arg(long, default_value_t = 256 << 20)]
+    max_bytes_for_level_base: u64,
+    /// Write the JSON report(s) to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Keep the engines' directories after the run.
+    #[arg(long)]
+    keep: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Also print the engine's own statistics after each run.
+    #[arg(long)]
+    verbose: bool,
+}
+
+fn parse_pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|s| {
+            let (k, v) = s
+                .split_once('=')
+                .with_context(|| format!("--{what} {s:?}: expected NAME=VALUE"))?;
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+impl Args {
+    fn spec(&self) -> Result<RunSpec> {
+        if self.threads == 0 || self.threads > 1024 {
+            bail!(
+                "--threads {} is out of range: accepted 1..=1024",
+                self.threads
+            );
+        }
+        if self.key_size < 8 || self.key_size > 1024 {
+            bail!(
+                "--key-size {} is out of range: accepted 8..=1024",
+                self.key_size
+            );
+        }
+        if self.records == 0 {
+            bail!("--records must be at least 1");
+        }
+        if matches!(self.duration, Some(d) if !(d > 0.0 && d.is_finite())) {
+            bail!("--duration must be a positive number of seconds");
+        }
+        if self.scan_length == 0 {
+            bail!("--scan-length must be at least 1");
+        }
+        let workload: Workload = self.workload.parse()?;
+        Ok(RunSpec {
+            workload,
+            records: self.records,
+            ops: self.ops,
+            duration: self.duration.map(Duration::from_secs_f64),
+            threads: self.threads,
+            key_size: self.key_size,
+            values: self.value_size.parse::<ValueSizes>()?,
+            distribution: Distribution::parse(&self.distribution, self.zipf_theta)?,
+            seed: self.seed,
+            scan_length: self.scan_length,
+            progress: !self.quiet,
+        })
+    }
+
+    fn engine_config(&self, engine: &str) -> Result<EngineConfig> {
+        let safe: String = engine
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let tiers = if self.tiers.is_empty() {
+            ["fast", "capacity"]
+                .iter()
+                .map(|n| TierDir {
+                    name: n.to_string(),
+                    dir: self.dir.join(&safe).join(n),
+                })
+                .collect()
+        } else {
+            parse_pairs(&self.tiers, "tier")?
+                .into_iter()
+                .map(|(name, dir)| TierDir {
+                    name,
+                    dir: PathBuf::from(dir).join(&safe),
+                })
+                .collect()
+        };
+        Ok(EngineConfig {
+            tiers,
+            sync: self.sync,
+            write_buffer_size: self.write_buffer_size,
+            max_immutable_memtables: self.max_immutable_memtables,
+            block_cache_bytes: self.block_cache,
+            bloom_bits_per_key: self.bloom_bits,
+            compression: self.compression.clone(),
+            background_threads: self.background_threads,
+            target_file_size: self.target_file_size,
+            max_bytes_for_level_base: self.max_bytes_for_level_base,
+        })
+    }
+}
+
+/// Runs one engine on fresh directories and returns its JSON record.
+fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_json::Value> {
+    let cfg = args.engine_config(engine_spec)?;
+    for t in &cfg.tiers {
+        if t.dir.exists() {
+            std::fs::remove_dir_all(&t.dir)
+                .with_context(|| format!("clearing {}", t.dir.display()))?;
+        }
+        std::fs::create_dir_all(&t.dir).with_context(|| format!("creating {}", t.dir.display()))?;
+    }
+    let devices = parse_pairs(&args.devices, "device")?;
+    let device_of = |tier: &str| {
+        devices
+            .iter()
+            .find(|(n, _)| n == tier)
+            .map(|(_, d)| d.clone())
+    };
+    let dev_start: Vec<Option<(u64, u64)>> = cfg
+        .tiers
+        .iter()
+        .map(|t| device_of(&t.name).and_then(|d| report::device_bytes(&d)))
+        .collect();
+
+    let engine = engine::open(engine_spec, &cfg)?;
+    let load = if spec.workload.needs_load() {
+        let l = runner::load(engine.as_ref(), spec)?;
+        engine.flush()?;
+        Some(l)
+    } else {
+        None
+    };
+    let cpu_start = report::cpu_seconds();
+    let run = runner::run(engine.as_ref(), spec)?;
+    let cpu_end = report::cpu_seconds();
+    let counters = engine.counters();
+    drop(engine);
+
+    let tiers: Vec<TierMeasure> = cfg
+        .tiers
+        .iter()
+        .zip(&dev_start)
+        .map(|(t, start)| TierMeasure {
+            name: t.name.clone(),
+            bytes_used: report::dir_bytes(&t.dir),
+            device: device_of(&t.name)
+                .and_then(|d| report::device_bytes(&d))
+                .zip(*start)
+                .map(|(end, start)| (end.0 - start.0, end.1 - start.1)),
+        })
+        .collect();
+    let record = RunRecord {
+        engine: engine_spec,
+        workload: spec.workload.to_string(),
+        threads: spec.threads,
+        sync: args.sync,
+        load: load.as_ref(),
+        run: &run,
+        counters: &counters,
+        tiers: &tiers,
+        cpu: (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1),
+    };
+    record.print();
+    if args.verbose {
+        println!("{}", counters.detail);
+    }
+    if !args.keep {
+        for t in &cfg.tiers {
+            let _ = std::fs::remove_dir_all(&t.dir);
+        }
+    }
+    Ok(record.to_json())
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(&args) {
+        eprintln!("tierkv-bench: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> Result<()> {
+    let spec = args.spec()?;
+    let engines: Vec<String> = match &args.compare {
+        Some(list) => list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => vec![args.engine.clone()],
+    };
+    if engines.is_empty() {
+        bail!("--compare needs at least one engine");
+    }
+    let mut records = Vec::new();
+    for e in &engines {
+        records.push(bench_engine(args, &spec, e).with_context(|| format!("engine {e}"))?);
+    }
+    if engines.len() > 1 {
+        report::print_comparison(&records);
+    }
+    if let Some(path) = &args.json {
+        let value = if records.len() == 1 {
+            records.remove(0)
+        } else {
+            serde_json::Value::Array(records)
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&value)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

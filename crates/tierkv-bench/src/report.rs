@@ -1,0 +1,278 @@
+//! Reports: the JSON record of a run, the human table, and the ratio table of `--compare`.
+
+use crate::engine::EngineCounters;
+use crate::runner::PhaseResult;
+use crate::workload::OpKind;
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+use std::path::Path;
+
+/// CPU seconds used by this process (user, system), from `getrusage`.
+pub fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
+
+/// Bytes of all files under `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// A block device's `(bytes read, bytes written)` from `/sys/block/DEV/stat`.
+pub fn device_bytes(dev: &str) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/sys/block/{dev}/stat")).ok()?;
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    Some((f.get(2)? * 512, f.get(6)? * 512))
+}
+
+fn micros(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+fn latency_json(h: &Histogram<u64>) -> Value {
+    json!({
+        "count": h.len(),
+        "mean": h.mean() / 1000.0,
+        "p50": micros(h, 0.5),
+        "p90": micros(h, 0.9),
+        "p99": micros(h, 0.99),
+        "p999": micros(h, 0.999),
+        "max": h.max() as f64 / 1000.0,
+    })
+}
+
+/// Per-tier figures measured outside the engine.
+#[derive(Debug, Clone, Default)]
+pub struct TierMeasure {
+    /// Tier name.
+    pub name: String,
+    /// Bytes of files in the tier directory after the run.
+    pub bytes_used: u64,
+    /// Device counters during load+run, when a device was named for the tier.
+    pub device: Option<(u64, u64)>,
+}
+
+/// Everything known about one engine's run.
+pub struct RunRecord<'a> {
+    /// Engine spec.
+    pub engine: &'a str,
+    /// Workload name.
+    pub workload: String,
+    /// Client threads.
+    pub threads: usize,
+    /// Whether writes were synced.
+    pub sync: bool,
+    /// Load phase, if any.
+    pub load: Option<&'a PhaseResult>,
+    /// Run phase.
+    pub run: &'a PhaseResult,
+    /// Engine counters at the end.
+    pub counters: &'a EngineCounters,
+    /// Measured tiers.
+    pub tiers: &'a [TierMeasure],
+    /// CPU seconds (user, sys) of the run phase.
+    pub cpu: (f64, f64),
+}
+
+impl RunRecord<'_> {
+    /// Device bytes written over user bytes written (load + run); engine counters are used
+    /// where no device counters exist.
+    pub fn write_amplification(&self) -> f64 {
+        let user = self.run.user_bytes_written + self.load.map_or(0, |l| l.user_bytes_written);
+        let written: u64 = self
+            .tiers
+            .iter()
+            .zip(&self.counters.tiers)
+            .map(|(m, c)| m.device.map_or(c.bytes_written, |d| d.1))
+            .sum();
+        if user == 0 {
+            0.0
+        } else {
+            written as f64 / user as f64
+        }
+    }
+
+    /// The JSON record (`--json`).
+    pub fn to_json(&self) -> Value {
+        let mut latency = Map::new();
+        latency.insert("all".into(), latency_json(&self.run.all_latency()));
+        for kind in OpKind::ALL {
+            if let Some(h) = self.run.latency.get(&kind) {
+                latency.insert(kind.name().into(), latency_json(h));
+            }
+        }
+        let mut tiers = Map::new();
+        for (m, c) in self.tiers.iter().zip(&self.counters.tiers) {
+            let mut t = json!({
+                "bytes_written": c.bytes_written,
+                "bytes_read": c.bytes_read,
+                "bytes_used": m.bytes_used,
+            });
+            if let Some((read, written)) = m.device {
+                t["device_bytes_read"] = json!(read);
+                t["device_bytes_written"] = json!(written);
+            }
+            tiers.insert(m.name.clone(), t);
+        }
+        json!({
+            "engine": self.engine,
+            "workload": self.workload,
+            "threads": self.threads,
+            "sync": self.sync,
+            "ops": self.run.ops,
+            "seconds": self.run.seconds,
+            "throughput_ops_per_sec": self.run.throughput(),
+            "load": self.load.map(|l| json!({"ops": l.ops, "seconds": l.seconds, "throughput_ops_per_sec": l.throughput()})),
+            "latency_us": latency,
+            "tiers": tiers,
+            "write_amplification": self.write_amplification(),
+            "cpu_seconds": {"user": self.cpu.0, "sys": self.cpu.1},
+            "cpu_us_per_op": (self.cpu.0 + self.cpu.1) * 1e6 / self.run.ops.max(1) as f64,
+            "reads_served": self.counters.reads_served,
+            "reads_found": {"found": self.run.found, "attempted": self.run.reads},
+            "avg_group_size": self.counters.avg_group_size,
+            "stall_seconds": self.counters.stall_seconds,
+        })
+    }
+
+    /// The human-readable report.
+    pub fn print(&self) {
+        println!(
+            "== {} on {} ({} threads, sync={})",
+            self.engine, self.workload, self.threads, self.sync
+        );
+        if let Some(l) = self.load {
+            println!(
+                "load: {} ops in {:.2} s = {:.0} ops/s",
+                l.ops,
+                l.seconds,
+                l.throughput()
+            );
+        }
+        println!(
+            "run:  {} ops in {:.2} s = {:.0} ops/s",
+            self.run.ops,
+            self.run.seconds,
+            self.run.throughput()
+        );
+        println!(
+            "  {:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "op", "count", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"
+        );
+        let all = self.run.all_latency();
+        let rows = std::iter::once(("all", &all)).chain(
+            OpKind::ALL
+                .iter()
+                .filter_map(|k| self.run.latency.get(k).map(|h| (k.name(), h))),
+        );
+        for (name, h) in rows {
+            println!(
+                "  {:<6} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                name,
+                h.len(),
+                micros(h, 0.5),
+                micros(h, 0.9),
+                micros(h, 0.99),
+                micros(h, 0.999),
+                h.max() as f64 / 1000.0
+            );
+        }
+        println!(
+            "  {:<10} {:>14} {:>14} {:>14} {:>16}",
+            "tier", "written", "read", "used", "device written"
+        );
+        for (m, c) in self.tiers.iter().zip(&self.counters.tiers) {
+            let dev = m.device.map_or("-".to_string(), |d| mib(d.1));
+            println!(
+                "  {:<10} {:>14} {:>14} {:>14} {:>16}",
+                m.name,
+                mib(c.bytes_written),
+                mib(c.bytes_read),
+                mib(m.bytes_used),
+                dev
+            );
+        }
+        let served: Vec<String> = self
+            .counters
+            .reads_served
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!("  reads served: {}", served.join(", "));
+        if self.run.reads > 0 {
+            println!("  reads found: {} of {}", self.run.found, self.run.reads);
+        }
+        println!(
+            "  write amplification {:.2}; cpu user {:.2} s sys {:.2} s ({:.1} us/op)",
+            self.write_amplification(),
+            self.cpu.0,
+            self.cpu.1,
+            (self.cpu.0 + self.cpu.1) * 1e6 / self.run.ops.max(1) as f64
+        );
+        if let Some(g) = self.counters.avg_group_size {
+            println!("  average WAL group size {g:.2}");
+        }
+        if let Some(s) = self.counters.stall_seconds {
+            println!("  write stalls {s:.3} s");
+        }
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// Prints the ratio table of `--compare`: each engine against the first.
+pub fn print_comparison(records: &[Value]) {
+    let Some(base) = records.first() else {
+        return;
+    };
+    let f = |v: &Value, path: &[&str]| path.iter().fold(v, |v, p| &v[*p]).as_f64().unwrap_or(0.0);
+    println!(
+        "\n== comparison (ratios against {})",
+        base["engine"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  {:<16} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "engine", "ops/s", "x tput", "x p50", "x p99", "x WA", "x cpu/op"
+    );
+    for r in records {
+        let ratio = |path: &[&str]| {
+            let b = f(base, path);
+            if b > 0.0 {
+                format!("{:.2}", f(r, path) / b)
+            } else {
+                "-".into()
+            }
+        };
+        println!(
+            "  {:<16} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            r["engine"].as_str().unwrap_or("?"),
+            f(r, &["throughput_ops_per_sec"]),
+            ratio(&["throughput_ops_per_sec"]),
+            ratio(&["latency_us", "all", "p50"]),
+            ratio(&["latency_us", "all", "p99"]),
+            ratio(&["write_amplification"]),
+            ratio(&["cpu_us_per_op"]),
+        );
+    }
+}
