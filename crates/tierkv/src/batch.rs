@@ -122,8 +122,10 @@ impl WriteBatch {
         &self.rep
     }
 
-    /// Decodes a WAL payload into `(first_seq, batch)`; `None` if malformed.
-    pub(crate) fn decode(payload: &[u8]) -> Option<(SeqNo, WriteBatch)> {
+    /// Decodes a WAL record payload (as written by the engine: first sequence, count, entries)
+    /// into `(first_seq, batch)`; `None` if it is malformed or its count does not match its
+    /// entries. Meant for tools that read WAL files.
+    pub fn decode(payload: &[u8]) -> Option<(SeqNo, WriteBatch)> {
         let mut d = Decoder::new(payload);
         let seq = d.u64()?;
         let count = d.u32()?;

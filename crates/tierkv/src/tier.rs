@@ -54,6 +54,8 @@ pub struct Tier {
     /// Byte budget (`u64::MAX` = unlimited).
     pub capacity: u64,
     used: AtomicU64,
+    /// Bytes promised to tables being written here (see [`Reservation`]).
+    pending: Arc<AtomicU64>,
     files: AtomicU64,
     /// Counters of this tier.
     pub counters: Arc<TierCounters>,
@@ -125,6 +127,7 @@ impl Tiers {
                 dir: cfg.path.clone(),
                 capacity: cfg.capacity,
                 used: AtomicU64::new(0),
+                pending: Arc::default(),
                 files: AtomicU64::new(0),
                 counters: Arc::default(),
             };
@@ -210,22 +213,77 @@ impl Tiers {
     /// Bytes a new table may still take on `tier` (the WAL reserve is kept on tier 0).
     pub fn room(&self, tier: usize) -> u64 {
         let t = &self.tiers[tier];
-        let reserve = if tier == 0 { self.wal_reserve } else { 0 };
-        t.capacity.saturating_sub(reserve).saturating_sub(t.used())
+        self.table_limit(tier)
+            .saturating_sub(t.used())
+            .saturating_sub(t.pending.load(Ordering::Relaxed))
     }
 
-    /// The first tier at or after `preferred` with room for `size` more bytes; `NoSpace`
-    /// naming the last tier if none has.
-    pub fn place(&self, preferred: usize, size: u64) -> Result<usize> {
-        (preferred..self.tiers.len())
-            .find(|&t| self.room(t) >= size)
-            .ok_or_else(|| Error::NoSpace {
-                tier: self
-                    .tiers
-                    .last()
-                    .map(|t| t.name.clone())
-                    .unwrap_or_default(),
-            })
+    fn table_limit(&self, tier: usize) -> u64 {
+        let reserve = if tier == 0 { self.wal_reserve } else { 0 };
+        self.tiers[tier].capacity.saturating_sub(reserve)
+    }
+
+    /// Reserves `size` bytes for a new table on the first tier at or after `preferred` with
+    /// room for them; `NoSpace` naming the last tier if none has. The reservation is held until
+    /// the table is installed (then `used` counts it) or abandoned.
+    pub fn place(&self, preferred: usize, size: u64) -> Result<Reservation> {
+        for t in preferred..self.tiers.len() {
+            let tier = &self.tiers[t];
+            let limit = self.table_limit(t);
+            let fits = |pending: u64| {
+                let total = tier.used().saturating_add(pending).saturating_add(size);
+                (total <= limit).then_some(pending + size)
+            };
+            if tier
+                .pending
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, fits)
+                .is_ok()
+            {
+                return Ok(Reservation {
+                    tier: t,
+                    bytes: size,
+                    pending: Arc::clone(&tier.pending),
+                });
+            }
+        }
+        Err(Error::NoSpace {
+            tier: self
+                .tiers
+                .last()
+                .map(|t| t.name.clone())
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// Bytes promised on a tier to a table being written; given back when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    tier: usize,
+    bytes: u64,
+    pending: Arc<AtomicU64>,
+}
+
+impl Reservation {
+    /// The tier the bytes are reserved on.
+    pub fn tier(&self) -> usize {
+        self.tier
+    }
+
+    /// Changes the reserved amount to `bytes` (the table's real size once known).
+    pub fn resize(&mut self, bytes: u64) {
+        if bytes >= self.bytes {
+            self.pending.fetch_add(bytes - self.bytes, Ordering::AcqRel);
+        } else {
+            self.pending.fetch_sub(self.bytes - bytes, Ordering::AcqRel);
+        }
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.pending.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 

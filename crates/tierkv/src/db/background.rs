@@ -15,7 +15,7 @@ use crate::options::Options;
 use crate::placement;
 use crate::sst::{TableBuilder, TableOptions};
 use crate::stats::Counters;
-use crate::tier::{self, FileKind, Tiers, WriteKind};
+use crate::tier::{self, FileKind, Reservation, Tiers, WriteKind};
 use crate::version::{FileMeta, VersionEdit, VersionSet};
 use std::sync::Arc;
 
@@ -24,6 +24,13 @@ pub(super) struct OutputCtx<'a> {
     pub opts: &'a Options,
     pub tiers: &'a Tiers,
     pub versions: &'a VersionSet,
+}
+
+/// A table written by a flush or compaction, with the tier space reserved for it until the
+/// version that lists it is installed.
+pub(super) struct TableOutput {
+    pub meta: FileMeta,
+    _reservation: Reservation,
 }
 
 enum Job {
@@ -101,17 +108,16 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
         &mut || db.allocate_output(),
     )?;
     let mut edit = VersionEdit::default();
-    for (tier, meta) in &files {
-        edit.new_files
-            .push(meta.to_new_file(0, &db.tiers.get(*tier).name));
+    for out in &files {
+        edit.new_files.push(db.new_file_record(0, &out.meta));
     }
     edit.log_number = Some({
         let state = db.state.lock();
         state.imm.get(1).unwrap_or(&state.mem).wal_number()
     });
-    let result = db.versions.log_and_apply(edit);
-    db.clear_pending(files.iter().map(|(_, f)| f.number));
-    result?;
+    // NB: if the MANIFEST write fails the outputs stay pending: the MANIFEST may list them.
+    db.versions.log_and_apply(edit)?;
+    db.clear_pending(files.iter().map(|o| o.meta.number));
     db.state.lock().imm.pop_front();
     Counters::add(&db.counters.flushes, 1);
     Ok(())
@@ -158,18 +164,18 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
         WriteKind::Compaction,
         &mut || db.allocate_output(),
     )?;
-    for (tier, meta) in &files {
+    for out in &files {
         edit.new_files
-            .push(meta.to_new_file(out_level, &db.tiers.get(*tier).name));
+            .push(db.new_file_record(out_level, &out.meta));
     }
-    let result = db.versions.log_and_apply(edit);
-    db.clear_pending(files.iter().map(|(_, f)| f.number));
-    result.map(|_| ())
+    db.versions.log_and_apply(edit)?;
+    db.clear_pending(files.iter().map(|o| o.meta.number));
+    Ok(())
 }
 
 /// Writes the entries of `iter` that `filter` keeps into tables for `level`, cutting a new
-/// table at `target_file_size` (never between two entries of one user key). Returns the tables
-/// with the tier each went to; on error, the partial tables are removed.
+/// table at `target_file_size` (never between two entries of one user key). On error, the
+/// partial tables are removed.
 pub(super) fn build_tables(
     ctx: &OutputCtx<'_>,
     iter: &mut dyn InternalIterator,
@@ -178,17 +184,17 @@ pub(super) fn build_tables(
     is_bottom: &dyn Fn(&[u8]) -> bool,
     kind: WriteKind,
     allocate: &mut dyn FnMut() -> u64,
-) -> Result<Vec<(usize, FileMeta)>> {
-    let mut done: Vec<(usize, FileMeta)> = Vec::new();
+) -> Result<Vec<TableOutput>> {
+    let mut done: Vec<TableOutput> = Vec::new();
     let result = write_all(
         ctx, iter, level, filter, is_bottom, kind, allocate, &mut done,
     );
     if result.is_err() {
-        for (tier, f) in &done {
-            let _ = ctx
+        for out in &done {
+            let path = ctx
                 .tiers
-                .fs()
-                .remove_file(&ctx.tiers.path(*tier, FileKind::Table, f.number));
+                .path(out.meta.tier, FileKind::Table, out.meta.number);
+            let _ = ctx.tiers.fs().remove_file(&path);
         }
     }
     result.map(|_| done)
@@ -197,7 +203,7 @@ pub(super) fn build_tables(
 struct OpenTable {
     builder: TableBuilder,
     number: u64,
-    tier: usize,
+    reservation: Reservation,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -209,7 +215,7 @@ fn write_all(
     is_bottom: &dyn Fn(&[u8]) -> bool,
     kind: WriteKind,
     allocate: &mut dyn FnMut() -> u64,
-    done: &mut Vec<(usize, FileMeta)>,
+    done: &mut Vec<TableOutput>,
 ) -> Result<()> {
     let mut current: Option<OpenTable> = None;
     iter.seek_to_first();
@@ -253,11 +259,14 @@ fn start_table(
 ) -> Result<OpenTable> {
     let preferred =
         placement::preferred_tier(level, ctx.opts.levels_on_fast, ctx.tiers.all().len());
-    let estimate = ctx
+    // Tables end a little past the target (the entry that crosses it, index and filter).
+    let base = ctx
         .opts
         .target_file_size
         .min(ctx.opts.write_buffer_size as u64 * 2);
-    let tier = ctx.tiers.place(preferred, estimate)?;
+    let estimate = base + base / 8;
+    let reservation = ctx.tiers.place(preferred, estimate)?;
+    let tier = reservation.tier();
     let number = allocate();
     let path = ctx.tiers.path(tier, FileKind::Table, number);
     let file = ctx.tiers.create(tier, &path, kind, 256 << 10)?;
@@ -270,16 +279,18 @@ fn start_table(
     Ok(OpenTable {
         builder: TableBuilder::new(file, path, opts),
         number,
-        tier,
+        reservation,
     })
 }
 
-fn finish_table(ctx: &OutputCtx<'_>, t: OpenTable) -> Result<(usize, FileMeta)> {
+fn finish_table(ctx: &OutputCtx<'_>, mut t: OpenTable) -> Result<TableOutput> {
     let props = t.builder.finish()?;
-    ctx.tiers.fs().sync_dir(&ctx.tiers.get(t.tier).dir)?;
+    let tier = t.reservation.tier();
+    ctx.tiers.fs().sync_dir(&ctx.tiers.get(tier).dir)?;
+    t.reservation.resize(props.file_size);
     let meta = FileMeta {
         number: t.number,
-        tier: t.tier,
+        tier,
         size: props.file_size,
         smallest: props.smallest_key.clone(),
         largest: props.largest_key.clone(),
@@ -288,7 +299,10 @@ fn finish_table(ctx: &OutputCtx<'_>, t: OpenTable) -> Result<(usize, FileMeta)> 
         num_entries: props.num_entries,
         num_deletions: props.num_deletions,
     };
-    Ok((t.tier, meta))
+    Ok(TableOutput {
+        meta,
+        _reservation: t.reservation,
+    })
 }
 
 /// Compacts `[begin, end]` level by level down to the deepest level holding data there.
@@ -380,8 +394,18 @@ impl DbInner {
         self.bg_cv.notify_all();
     }
 
+    /// The MANIFEST record of a new table at `level`.
+    pub(super) fn new_file_record(&self, level: usize, meta: &FileMeta) -> crate::version::NewFile {
+        meta.to_new_file(level, &self.tiers.get(meta.tier).name)
+    }
+
     /// Deletes tables no live version lists, WALs below the log number and old MANIFESTs.
+    /// Deletes nothing once writes have stopped on an error: after a failed MANIFEST write the
+    /// files the MANIFEST lists are unknown until reopen.
     pub(super) fn delete_obsolete_files(&self) {
+        if self.state.lock().bg_error.is_some() {
+            return;
+        }
         // NB: pending outputs are read before the live set. An output leaves `pending` only
         // after its version is installed, so it is always in one of the two; numbers allocated
         // after this snapshot are at or above `next_number`.

@@ -74,15 +74,17 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         versions: &versions,
     };
     replay_wals(&ctx, &mut edit)?;
+    // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL file exists:
+    // after a crash in between, no WAL at or above that number exists and nothing is replayed.
     let wal_number = versions.new_file_number();
+    edit.log_number = Some(wal_number);
+    versions.write_new_manifest(edit)?;
     let wal_path = tiers.path(0, FileKind::Wal, wal_number);
     let wal = LogWriter::new(
         tiers.create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?,
         wal_path,
     );
     fs.sync_dir(&dir0)?;
-    edit.log_number = Some(wal_number);
-    versions.write_new_manifest(edit)?;
 
     let block_cache =
         (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
@@ -172,8 +174,7 @@ fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
 }
 
 /// Replays the live WALs into memtables, writing them to L0 tables recorded in `edit`.
-/// Returns the WAL numbers replayed.
-fn replay_wals(ctx: &OutputCtx<'_>, edit: &mut VersionEdit) -> Result<Vec<u64>> {
+fn replay_wals(ctx: &OutputCtx<'_>, edit: &mut VersionEdit) -> Result<()> {
     let wals = live_wals(ctx.tiers, ctx.versions.log_number())?;
     let mode = ctx.opts.wal_recovery_mode;
     let mut mem = Arc::new(MemTable::new(0));
@@ -199,30 +200,41 @@ fn replay_wals(ctx: &OutputCtx<'_>, edit: &mut VersionEdit) -> Result<Vec<u64>> 
                 mem = Arc::new(MemTable::new(0));
             }
         }
-        let tail = reader.tail();
-        if let Some((offset, what)) = tail.damage {
-            let is_last = i + 1 == wals.len();
-            match mode {
-                RecoveryMode::PointInTime => {
-                    ctx.versions.set_last_sequence(max_seq);
-                    flush_recovered(ctx, &mem, edit)?;
-                    return Ok(wals);
-                }
-                RecoveryMode::SkipAnyCorruptedRecords => {}
-                _ if !is_last => {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        format!("{what} in a WAL that newer WALs follow (it was synced)"),
-                    ))
-                }
-                _ => {}
+        let Some((offset, what)) = reader.tail().damage else {
+            continue;
+        };
+        match mode {
+            RecoveryMode::SkipAnyCorruptedRecords => continue,
+            // A newer WAL is created only after this one was synced; so if a newer WAL holds a
+            // record, the damaged bytes had been durable and a crash cannot explain them.
+            RecoveryMode::TolerateCorruptedTail | RecoveryMode::AbsoluteConsistency
+                if later_wal_has_record(ctx, &wals[i + 1..])? =>
+            {
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    format!("{what}, in a WAL that a newer, non-empty WAL follows"),
+                ));
             }
+            // The end of the recoverable history: later WALs hold nothing or are not trusted.
+            _ => break,
         }
     }
     ctx.versions.set_last_sequence(max_seq);
-    flush_recovered(ctx, &mem, edit)?;
-    Ok(wals)
+    flush_recovered(ctx, &mem, edit)
+}
+
+/// True if any of the WALs `numbers` holds at least one intact record.
+fn later_wal_has_record(ctx: &OutputCtx<'_>, numbers: &[u64]) -> Result<bool> {
+    for &number in numbers {
+        let path = ctx.tiers.path(0, FileKind::Wal, number);
+        let mut reader =
+            LogReader::open(ctx.tiers.fs().as_ref(), &path, RecoveryMode::PointInTime)?;
+        if reader.next_record()?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionEdit) -> Result<()> {
@@ -242,9 +254,9 @@ fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionE
         WriteKind::Flush,
         &mut || ctx.versions.new_file_number(),
     )?;
-    for (tier, meta) in files {
-        edit.new_files
-            .push(meta.to_new_file(0, &ctx.tiers.get(tier).name));
+    for out in files {
+        let tier = &ctx.tiers.get(out.meta.tier).name;
+        edit.new_files.push(out.meta.to_new_file(0, tier));
     }
     Ok(())
 }

@@ -179,17 +179,18 @@ impl DbInner {
     fn switch_memtable(&self) -> Result<()> {
         let number = self.versions.new_file_number();
         let path = self.tiers.path(0, FileKind::Wal, number);
-        let file = self.tiers.create(0, &path, WriteKind::Wal, WAL_BUFFER);
         let mut guard = self.wal.lock();
-        let sealed = file.and_then(|file| {
-            // The old WAL must be durable before the new one can hold acknowledged writes.
-            let old = guard
-                .as_mut()
-                .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
-            old.sync()?;
-            self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
-            Ok(std::mem::replace(old, LogWriter::new(file, path)))
-        });
+        // NB: the old WAL is synced before the new file exists, so a newer WAL that holds any
+        // record proves every older WAL was complete and durable (recovery relies on this).
+        let sealed = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed("the WAL is closed".into()))
+            .and_then(|old| {
+                old.sync()?;
+                let file = self.tiers.create(0, &path, WriteKind::Wal, WAL_BUFFER)?;
+                self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
+                Ok(std::mem::replace(old, LogWriter::new(file, path)))
+            });
         let old = match sealed {
             Ok(old) => old,
             Err(e) => {
