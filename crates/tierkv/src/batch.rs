@@ -17,6 +17,8 @@ const HEADER_LEN: usize = 12;
 pub struct WriteBatch {
     rep: Vec<u8>,
     count: u32,
+    /// Key and value bytes of the operations (what the user asked to store).
+    user_bytes: u64,
 }
 
 impl Default for WriteBatch {
@@ -24,6 +26,7 @@ impl Default for WriteBatch {
         WriteBatch {
             rep: vec![0; HEADER_LEN],
             count: 0,
+            user_bytes: 0,
         }
     }
 }
@@ -60,6 +63,7 @@ impl WriteBatch {
         put_length_prefixed(&mut self.rep, key.as_ref());
         put_length_prefixed(&mut self.rep, value.as_ref());
         self.count += 1;
+        self.user_bytes += (key.as_ref().len() + value.as_ref().len()) as u64;
     }
 
     /// Adds a delete.
@@ -67,6 +71,7 @@ impl WriteBatch {
         self.rep.push(ValueKind::Deletion as u8);
         put_length_prefixed(&mut self.rep, key.as_ref());
         self.count += 1;
+        self.user_bytes += key.as_ref().len() as u64;
     }
 
     /// Number of operations.
@@ -82,6 +87,11 @@ impl WriteBatch {
     /// Removes every operation.
     pub fn clear(&mut self) {
         *self = Self::default();
+    }
+
+    /// Key and value bytes of the operations.
+    pub fn user_bytes(&self) -> u64 {
+        self.user_bytes
     }
 
     /// Encoded size in bytes.
@@ -129,22 +139,25 @@ impl WriteBatch {
         let mut d = Decoder::new(payload);
         let seq = d.u64()?;
         let count = d.u32()?;
-        let batch = WriteBatch {
+        let mut batch = WriteBatch {
             rep: payload.to_vec(),
             count,
+            user_bytes: 0,
         };
         // Every entry must decode and the count must match exactly.
-        let mut n = 0u32;
-        for op in batch.iter() {
-            op.ok()?;
-            n += 1;
+        let mut it = batch.iter();
+        let mut user_bytes = 0;
+        for op in it.by_ref() {
+            user_bytes += match op.ok()? {
+                BatchOp::Put(k, v) => k.len() + v.len(),
+                BatchOp::Delete(k) => k.len(),
+            } as u64;
         }
-        let consumed_all = {
-            let mut it = batch.iter();
-            while it.next().is_some() {}
-            it.dec.is_empty()
-        };
-        (n == count && consumed_all).then_some((seq, batch))
+        if !it.dec.is_empty() {
+            return None;
+        }
+        batch.user_bytes = user_bytes;
+        Some((seq, batch))
     }
 }
 

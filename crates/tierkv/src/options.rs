@@ -64,6 +64,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail with `AlreadyExists` if the database exists. Default false.
     pub error_if_exists: bool,
+    /// Open without writing anything: the WAL is replayed into memory, no file is created,
+    /// changed or deleted, and writes, `flush` and `compact_range` fail. Default false.
+    pub read_only: bool,
     /// Levels L0..L(n-1) are placed on tier 0, deeper levels on the next tiers. 0 is SpanDB's
     /// "PL" (the fast tier holds only the WAL). Default 2. Range 0..=num_levels.
     pub levels_on_fast: usize,
@@ -127,6 +130,7 @@ impl Default for Options {
             tiers: Vec::new(),
             create_if_missing: true,
             error_if_exists: false,
+            read_only: false,
             levels_on_fast: 2,
             num_levels: 7,
             write_buffer_size: 64 << 20,
@@ -367,6 +371,7 @@ struct TomlOptions {
     tiers: Vec<TierConfig>,
     create_if_missing: Option<bool>,
     error_if_exists: Option<bool>,
+    read_only: Option<bool>,
     levels_on_fast: Option<usize>,
     num_levels: Option<usize>,
     #[serde(default, deserialize_with = "de_opt_size")]
@@ -400,6 +405,7 @@ impl TomlOptions {
             tiers: self.tiers,
             create_if_missing: self.create_if_missing.unwrap_or(d.create_if_missing),
             error_if_exists: self.error_if_exists.unwrap_or(d.error_if_exists),
+            read_only: self.read_only.unwrap_or(d.read_only),
             levels_on_fast: self.levels_on_fast.unwrap_or(d.levels_on_fast),
             num_levels: self.num_levels.unwrap_or(d.num_levels),
             write_buffer_size: self
@@ -466,6 +472,8 @@ impl OptionsBuilder {
         create_if_missing: bool,
         /// See [`Options::error_if_exists`].
         error_if_exists: bool,
+        /// See [`Options::read_only`].
+        read_only: bool,
         /// See [`Options::levels_on_fast`].
         levels_on_fast: usize,
         /// See [`Options::num_levels`].

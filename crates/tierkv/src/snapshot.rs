@@ -15,15 +15,26 @@ pub struct SnapshotList {
 }
 
 impl SnapshotList {
-    /// Registers a snapshot at `seq`.
-    pub fn acquire(self: &Arc<Self>, seq: SeqNo) -> Snapshot {
-        *self.live.lock().entry(seq).or_insert(0) += 1;
+    /// Registers a snapshot at the sequence `latest` returns, read under the list's lock so
+    /// that [`SnapshotList::oldest`] never misses a snapshot being taken.
+    pub fn acquire(self: &Arc<Self>, latest: impl FnOnce() -> SeqNo) -> Snapshot {
+        let mut live = self.live.lock();
+        let seq = latest();
+        *live.entry(seq).or_insert(0) += 1;
+        drop(live);
         Snapshot {
             inner: Arc::new(SnapshotInner {
                 seq,
                 list: Arc::clone(self),
             }),
         }
+    }
+
+    /// The oldest live snapshot, or `latest()` if there is none; read under the list's lock.
+    /// Versions of a key that are shadowed at or below the result are visible to no reader.
+    pub fn oldest(&self, latest: impl FnOnce() -> SeqNo) -> SeqNo {
+        let live = self.live.lock();
+        live.keys().next().copied().unwrap_or_else(latest)
     }
 
     /// Sequences of live snapshots, ascending.
@@ -86,14 +97,16 @@ mod tests {
     #[test]
     fn released_on_last_drop() {
         let list = Arc::new(SnapshotList::default());
-        let a = list.acquire(5);
+        let a = list.acquire(|| 5);
         let b = a.clone();
-        let c = list.acquire(5);
+        let c = list.acquire(|| 5);
+        assert_eq!(list.oldest(|| 9), 5);
         assert_eq!(list.sequences(), [5]);
         drop(a);
         drop(c);
         assert_eq!(list.len(), 1);
         drop(b);
         assert!(list.is_empty());
+        assert_eq!(list.oldest(|| 9), 9);
     }
 }

@@ -118,7 +118,7 @@ impl Tiers {
     /// Opens the configured tiers. A tier directory with an identity file must name this
     /// database and this tier; one without is an error if the tier is in `known` (the tiers the
     /// MANIFEST lists), else it is a new tier and is initialised.
-    pub fn open(opts: &Options, db_id: &str, known: &[String]) -> Result<Tiers> {
+    pub fn open(opts: &Options, db_id: &str, known: &[String], read_only: bool) -> Result<Tiers> {
         let fs = Arc::clone(&opts.fs);
         let mut tiers = Vec::with_capacity(opts.tiers.len());
         for cfg in &opts.tiers {
@@ -131,7 +131,10 @@ impl Tiers {
                 files: AtomicU64::new(0),
                 counters: Arc::default(),
             };
-            check_or_make_identity(fs.as_ref(), &tier, db_id, known)?;
+            if check_or_make_identity(fs.as_ref(), &tier, db_id, known, read_only)? {
+                let bytes = identity_text(db_id, &tier).len() as u64;
+                tier.counters.written[WriteKind::Meta as usize].fetch_add(bytes, Ordering::Relaxed);
+            }
             tiers.push(tier);
         }
         Ok(Tiers {
@@ -317,9 +320,17 @@ pub fn read_identity(fs: &dyn Fs, dir: &Path) -> Result<Option<(String, String)>
     Ok(Some((field("db_id=")?, field("name=")?)))
 }
 
-fn check_or_make_identity(fs: &dyn Fs, tier: &Tier, db_id: &str, known: &[String]) -> Result<()> {
+/// Checks a tier's identity file, writing it for a tier new to the database (unless
+/// `read_only`). Returns whether it wrote one.
+fn check_or_make_identity(
+    fs: &dyn Fs,
+    tier: &Tier,
+    db_id: &str,
+    known: &[String],
+    read_only: bool,
+) -> Result<bool> {
     match read_identity(fs, &tier.dir)? {
-        Some((id, name)) if id == db_id && name == tier.name => Ok(()),
+        Some((id, name)) if id == db_id && name == tier.name => Ok(false),
         Some((id, name)) if id == db_id => Err(Error::invalid(format!(
             "tier '{}' is configured with directory {}, but that directory belongs to tier \
              '{name}' of this database: tier directories are swapped",
@@ -337,13 +348,12 @@ fn check_or_make_identity(fs: &dyn Fs, tier: &Tier, db_id: &str, known: &[String
             tier.name,
             tier.dir.display()
         ))),
+        None if read_only => Ok(false),
         None => {
             fs.create_dir_all(&tier.dir)?;
-            crate::env::write_file_atomic(
-                fs,
-                &tier.dir.join(IDENTITY_FILE),
-                identity_text(db_id, tier).as_bytes(),
-            )
+            let text = identity_text(db_id, tier);
+            crate::env::write_file_atomic(fs, &tier.dir.join(IDENTITY_FILE), text.as_bytes())?;
+            Ok(true)
         }
     }
 }

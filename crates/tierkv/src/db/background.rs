@@ -185,19 +185,34 @@ pub(super) fn build_tables(
     kind: WriteKind,
     allocate: &mut dyn FnMut() -> u64,
 ) -> Result<Vec<TableOutput>> {
-    let mut done: Vec<TableOutput> = Vec::new();
-    let result = write_all(
-        ctx, iter, level, filter, is_bottom, kind, allocate, &mut done,
-    );
-    if result.is_err() {
-        for out in &done {
-            let path = ctx
-                .tiers
-                .path(out.meta.tier, FileKind::Table, out.meta.number);
-            let _ = ctx.tiers.fs().remove_file(&path);
+    let mut sink = TableSink {
+        ctx,
+        level,
+        kind,
+        allocate,
+        created: Vec::new(),
+        done: Vec::new(),
+    };
+    match sink.write_all(iter, filter, is_bottom) {
+        Ok(()) => Ok(sink.done),
+        Err(e) => {
+            // Every file this job created goes, the partly written one included.
+            for path in &sink.created {
+                let _ = ctx.tiers.fs().remove_file(path);
+            }
+            Err(e)
         }
     }
-    result.map(|_| done)
+}
+
+/// Where `build_tables` writes: the tables finished so far and every file it created.
+struct TableSink<'a, 'b> {
+    ctx: &'a OutputCtx<'b>,
+    level: usize,
+    kind: WriteKind,
+    allocate: &'a mut dyn FnMut() -> u64,
+    created: Vec<std::path::PathBuf>,
+    done: Vec<TableOutput>,
 }
 
 struct OpenTable {
@@ -206,81 +221,73 @@ struct OpenTable {
     reservation: Reservation,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn write_all(
-    ctx: &OutputCtx<'_>,
-    iter: &mut dyn InternalIterator,
-    level: usize,
-    filter: &mut EntryFilter,
-    is_bottom: &dyn Fn(&[u8]) -> bool,
-    kind: WriteKind,
-    allocate: &mut dyn FnMut() -> u64,
-    done: &mut Vec<TableOutput>,
-) -> Result<()> {
-    let mut current: Option<OpenTable> = None;
-    iter.seek_to_first();
-    while iter.valid() {
-        let ikey = iter.key();
-        let cut_here = filter.is_new_key(key::user_key(ikey))
-            && current
-                .as_ref()
-                .is_some_and(|t| t.builder.estimated_file_size() >= ctx.opts.target_file_size);
-        if cut_here {
-            done.push(finish_table(ctx, current.take().expect("open table"))?);
-        }
-        if filter.keep(ikey, is_bottom) {
-            if current.is_none() {
-                current = Some(start_table(ctx, level, kind, allocate)?);
+impl TableSink<'_, '_> {
+    fn write_all(
+        &mut self,
+        iter: &mut dyn InternalIterator,
+        filter: &mut EntryFilter,
+        is_bottom: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<()> {
+        let target = self.ctx.opts.target_file_size;
+        let mut current: Option<OpenTable> = None;
+        iter.seek_to_first();
+        while iter.valid() {
+            let ikey = iter.key();
+            let cut_here = filter.is_new_key(key::user_key(ikey))
+                && current
+                    .as_ref()
+                    .is_some_and(|t| t.builder.estimated_file_size() >= target);
+            if cut_here {
+                let t = current.take().expect("open table");
+                self.done.push(finish_table(self.ctx, t)?);
             }
-            current
-                .as_mut()
-                .expect("open table")
-                .builder
-                .add(ikey, iter.value())?;
+            if filter.keep(ikey, is_bottom) {
+                if current.is_none() {
+                    current = Some(self.start_table()?);
+                }
+                let t = current.as_mut().expect("open table");
+                t.builder.add(ikey, iter.value())?;
+            }
+            iter.next();
         }
-        iter.next();
-    }
-    iter.status()?;
-    if let Some(t) = current {
-        if t.builder.num_entries() > 0 {
-            done.push(finish_table(ctx, t)?);
-        } else {
-            t.builder.abandon();
+        iter.status()?;
+        if let Some(t) = current {
+            if t.builder.num_entries() > 0 {
+                self.done.push(finish_table(self.ctx, t)?);
+            } else {
+                t.builder.abandon();
+            }
         }
+        Ok(())
     }
-    Ok(())
-}
 
-fn start_table(
-    ctx: &OutputCtx<'_>,
-    level: usize,
-    kind: WriteKind,
-    allocate: &mut dyn FnMut() -> u64,
-) -> Result<OpenTable> {
-    let preferred =
-        placement::preferred_tier(level, ctx.opts.levels_on_fast, ctx.tiers.all().len());
-    // Tables end a little past the target (the entry that crosses it, index and filter).
-    let base = ctx
-        .opts
-        .target_file_size
-        .min(ctx.opts.write_buffer_size as u64 * 2);
-    let estimate = base + base / 8;
-    let reservation = ctx.tiers.place(preferred, estimate)?;
-    let tier = reservation.tier();
-    let number = allocate();
-    let path = ctx.tiers.path(tier, FileKind::Table, number);
-    let file = ctx.tiers.create(tier, &path, kind, 256 << 10)?;
-    let opts = TableOptions {
-        block_size: ctx.opts.block_size,
-        restart_interval: ctx.opts.block_restart_interval,
-        bloom_bits_per_key: ctx.opts.bloom_bits_per_key,
-        compression: ctx.opts.compression,
-    };
-    Ok(OpenTable {
-        builder: TableBuilder::new(file, path, opts),
-        number,
-        reservation,
-    })
+    fn start_table(&mut self) -> Result<OpenTable> {
+        let ctx = self.ctx;
+        let preferred =
+            placement::preferred_tier(self.level, ctx.opts.levels_on_fast, ctx.tiers.all().len());
+        // Tables end a little past the target (the entry that crosses it, index and filter).
+        let base = ctx
+            .opts
+            .target_file_size
+            .min(ctx.opts.write_buffer_size as u64 * 2);
+        let reservation = ctx.tiers.place(preferred, base + base / 8)?;
+        let tier = reservation.tier();
+        let number = (self.allocate)();
+        let path = ctx.tiers.path(tier, FileKind::Table, number);
+        self.created.push(path.clone());
+        let file = ctx.tiers.create(tier, &path, self.kind, 256 << 10)?;
+        let opts = TableOptions {
+            block_size: ctx.opts.block_size,
+            restart_interval: ctx.opts.block_restart_interval,
+            bloom_bits_per_key: ctx.opts.bloom_bits_per_key,
+            compression: ctx.opts.compression,
+        };
+        Ok(OpenTable {
+            builder: TableBuilder::new(file, path, opts),
+            number,
+            reservation,
+        })
+    }
 }
 
 fn finish_table(ctx: &OutputCtx<'_>, mut t: OpenTable) -> Result<TableOutput> {
@@ -366,11 +373,7 @@ impl DbInner {
 
     /// The sequence below which no reader can see a difference between versions of a key.
     pub(super) fn oldest_snapshot(&self) -> key::SeqNo {
-        self.snapshots
-            .sequences()
-            .first()
-            .copied()
-            .unwrap_or_else(|| self.versions.last_sequence())
+        self.snapshots.oldest(|| self.versions.last_sequence())
     }
 
     /// Allocates a table number and marks it pending, under one lock, so that the obsolete-file
@@ -403,7 +406,7 @@ impl DbInner {
     /// Deletes nothing once writes have stopped on an error: after a failed MANIFEST write the
     /// files the MANIFEST lists are unknown until reopen.
     pub(super) fn delete_obsolete_files(&self) {
-        if self.state.lock().bg_error.is_some() {
+        if self.opts.read_only || self.state.lock().bg_error.is_some() {
             return;
         }
         // NB: pending outputs are read before the live set. An output leaves `pending` only

@@ -114,7 +114,12 @@ impl Db {
     /// Opens (or creates) the database described by `opts`, recovering from the WAL.
     pub fn open(opts: Options) -> Result<Db> {
         let inner = Arc::new(open::open(opts)?);
-        let threads = (0..inner.opts.background_threads)
+        let workers = if inner.opts.read_only {
+            0
+        } else {
+            inner.opts.background_threads
+        };
+        let threads = (0..workers)
             .map(|i| {
                 let inner = Arc::clone(&inner);
                 std::thread::Builder::new()
@@ -155,9 +160,8 @@ impl Db {
 
     /// A consistent read view, released when dropped.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner
-            .snapshots
-            .acquire(self.inner.versions.last_sequence())
+        let versions = &self.inner.versions;
+        self.inner.snapshots.acquire(|| versions.last_sequence())
     }
 
     /// An iterator over the database (or a snapshot of it) within the options' bounds.
@@ -253,6 +257,9 @@ impl Drop for Db {
 impl DbInner {
     /// The sticky error as a `Closed` error, if writes are stopped.
     fn check_writable(&self, state: &State) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::invalid("the database was opened read-only"));
+        }
         if state.shutting_down {
             return Err(Error::Closed("the database is shutting down".into()));
         }

@@ -9,7 +9,6 @@ use super::background::{build_tables, OutputCtx};
 use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
-use crate::env::Fs;
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -21,7 +20,6 @@ use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
 use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashSet, VecDeque};
-use std::path::Path;
 use std::sync::Arc;
 
 /// Name of the lock file on tier 0.
@@ -34,14 +32,20 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
     let fs = Arc::clone(&opts.fs);
     let dir0 = opts.tiers[0].path.clone();
     if !fs.exists(&dir0.join(crate::version::CURRENT_FILE)) {
-        if !opts.create_if_missing {
+        if !opts.create_if_missing || opts.read_only {
             return Err(Error::NotFound(format!(
-                "no tierkv database in {} (create_if_missing is false)",
-                dir0.display()
+                "no tierkv database in {} (create_if_missing is {}{})",
+                dir0.display(),
+                opts.create_if_missing,
+                if opts.read_only {
+                    ", read_only is true"
+                } else {
+                    ""
+                }
             )));
         }
         fs.create_dir_all(&dir0)?;
-        check_no_foreign_files(fs.as_ref(), &dir0)?;
+        check_new_database_dirs(&opts)?;
     }
     let lock = fs.lock(&dir0.join(LOCK_FILE))?;
     let recovered = RecoveredManifest::read(fs.as_ref(), &dir0)?;
@@ -58,7 +62,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         .as_ref()
         .map(|r| r.tiers.clone())
         .unwrap_or_default();
-    let tiers = Arc::new(Tiers::open(&opts, &db_id, &known)?);
+    check_known_tiers_configured(&opts, &known)?;
+    let tiers = Arc::new(Tiers::open(&opts, &db_id, &known, opts.read_only)?);
     let versions = VersionSet::recover(
         Arc::clone(&tiers),
         opts.num_levels,
@@ -66,25 +71,22 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         recovered.as_ref(),
     )?;
     check_tables_present(&tiers, &versions)?;
-
-    let mut edit = VersionEdit::default();
     let ctx = OutputCtx {
         opts: &opts,
         tiers: &tiers,
         versions: &versions,
     };
-    replay_wals(&ctx, &mut edit)?;
-    // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL file exists:
-    // after a crash in between, no WAL at or above that number exists and nothing is replayed.
-    let wal_number = versions.new_file_number();
-    edit.log_number = Some(wal_number);
-    versions.write_new_manifest(edit)?;
-    let wal_path = tiers.path(0, FileKind::Wal, wal_number);
-    let wal = LogWriter::new(
-        tiers.create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?,
-        wal_path,
-    );
-    fs.sync_dir(&dir0)?;
+    let (mem, imm, wal) = if opts.read_only {
+        let mut mems = Vec::new();
+        replay_wals(&ctx, &mut |m| {
+            mems.push(m);
+            Ok(())
+        })?;
+        (Arc::new(MemTable::new(0)), mems.into(), None)
+    } else {
+        let (number, wal) = recover_to_tables(&ctx)?;
+        (Arc::new(MemTable::new(number)), VecDeque::new(), Some(wal))
+    };
 
     let block_cache =
         (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
@@ -93,8 +95,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         block_cache,
         snapshots: Arc::new(SnapshotList::default()),
         state: Mutex::new(State {
-            mem: Arc::new(MemTable::new(wal_number)),
-            imm: VecDeque::new(),
+            mem,
+            imm,
             bg_error: None,
             shutting_down: false,
             flush_running: false,
@@ -106,7 +108,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         progress_cv: Condvar::new(),
         writers: Mutex::new(VecDeque::new()),
         writers_cv: Condvar::new(),
-        wal: Mutex::new(Some(wal)),
+        wal: Mutex::new(wal),
         counters: Counters::default(),
         _lock: lock,
         tiers,
@@ -117,22 +119,76 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
     Ok(inner)
 }
 
-/// Refuses to create a database in a directory holding files tierkv did not write.
-fn check_no_foreign_files(fs: &dyn Fs, dir: &Path) -> Result<()> {
-    for name in fs.list_dir(dir)? {
-        let ours = name == LOCK_FILE
-            || name == tier::IDENTITY_FILE
-            || name.ends_with(".tmp")
-            || tier::parse_file_name(&name).is_some();
-        if !ours {
+/// Replays the WALs into L0 tables, records them in a new MANIFEST and starts a new WAL.
+/// Returns the new WAL's number and writer.
+fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<(u64, LogWriter)> {
+    let mut edit = VersionEdit::default();
+    replay_wals(ctx, &mut |mem| flush_recovered(ctx, &mem, &mut edit))?;
+    // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL file exists:
+    // after a crash in between, no WAL at or above that number exists and nothing is replayed.
+    let wal_number = ctx.versions.new_file_number();
+    edit.log_number = Some(wal_number);
+    ctx.versions.write_new_manifest(edit)?;
+    let wal_path = ctx.tiers.path(0, FileKind::Wal, wal_number);
+    let file = ctx.tiers.create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?;
+    ctx.tiers.fs().sync_dir(&ctx.tiers.get(0).dir)?;
+    Ok((wal_number, LogWriter::new(file, wal_path)))
+}
+
+/// A new database may only be created where no other data lives: every tier directory may
+/// hold only files tierkv names, and no WAL or table (those would mean a database whose
+/// CURRENT file was lost: creating a new one would delete its data).
+fn check_new_database_dirs(opts: &Options) -> Result<()> {
+    for tier in &opts.tiers {
+        if !opts.fs.exists(&tier.path) {
+            continue;
+        }
+        for name in opts.fs.list_dir(&tier.path)? {
+            let ours = name == LOCK_FILE
+                || name == tier::IDENTITY_FILE
+                || name.ends_with(".tmp")
+                || matches!(tier::parse_file_name(&name), Some((FileKind::Manifest, _)));
+            if ours {
+                continue;
+            }
+            if tier::parse_file_name(&name).is_some() {
+                return Err(Error::corruption(
+                    tier.path.join(&name),
+                    0,
+                    format!(
+                        "tier '{}' holds database files but tier 0 has no CURRENT file: the \
+                         database is damaged (restore CURRENT); refusing to create a new one",
+                        tier.name
+                    ),
+                ));
+            }
             return Err(Error::invalid(format!(
-                "directory {} is not empty and holds no tierkv database (found {name:?}); \
-                 choose an empty or new directory",
-                dir.display()
+                "directory {} of tier '{}' is not empty and holds no tierkv database (found \
+                 {name:?}); choose an empty or new directory",
+                tier.path.display(),
+                tier.name
             )));
         }
     }
     Ok(())
+}
+
+/// Every tier the MANIFEST knows must be configured, checked before anything is written.
+fn check_known_tiers_configured(opts: &Options, known: &[String]) -> Result<()> {
+    match known
+        .iter()
+        .find(|k| !opts.tiers.iter().any(|t| &t.name == *k))
+    {
+        Some(missing) => Err(Error::invalid(format!(
+            "the database has a tier '{missing}', which is not configured (configured: {})",
+            opts.tiers
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Every table the MANIFEST lists must exist on its tier.
@@ -173,31 +229,42 @@ fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
     Ok(wals)
 }
 
-/// Replays the live WALs into memtables, writing them to L0 tables recorded in `edit`.
-fn replay_wals(ctx: &OutputCtx<'_>, edit: &mut VersionEdit) -> Result<()> {
+/// Replays the live WALs into memtables, handing each full memtable (and the last one) to
+/// `sink`.
+fn replay_wals(
+    ctx: &OutputCtx<'_>,
+    sink: &mut dyn FnMut(Arc<MemTable>) -> Result<()>,
+) -> Result<()> {
     let wals = live_wals(ctx.tiers, ctx.versions.log_number())?;
+    // Every WAL number is taken, also those after a point where replay stops: a new file must
+    // never reuse the number of a WAL still on disk.
+    if let Some(&last) = wals.last() {
+        ctx.versions.mark_file_number_used(last);
+    }
     let mode = ctx.opts.wal_recovery_mode;
     let mut mem = Arc::new(MemTable::new(0));
     let mut max_seq = ctx.versions.last_sequence();
-    for (i, &number) in wals.iter().enumerate() {
-        ctx.versions.mark_file_number_used(number);
+    'wals: for (i, &number) in wals.iter().enumerate() {
         let path = ctx.tiers.path(0, FileKind::Wal, number);
         let mut reader = LogReader::open(ctx.tiers.fs().as_ref(), &path, mode)?;
         while let Some((offset, payload)) = reader.next_record()? {
             let Some((seq, batch)) = WriteBatch::decode(payload) else {
-                if mode == RecoveryMode::SkipAnyCorruptedRecords {
-                    continue;
+                match mode {
+                    RecoveryMode::SkipAnyCorruptedRecords => continue,
+                    RecoveryMode::PointInTime => break 'wals,
+                    _ => {
+                        return Err(Error::corruption(
+                            &path,
+                            offset,
+                            "WAL record is not a valid write batch",
+                        ))
+                    }
                 }
-                return Err(Error::corruption(
-                    &path,
-                    offset,
-                    "WAL record is not a valid write batch",
-                ));
             };
             max_seq = max_seq.max(mem.insert_batch(seq, &batch) - 1);
             if mem.approximate_bytes() >= ctx.opts.write_buffer_size {
-                flush_recovered(ctx, &mem, edit)?;
-                mem = Arc::new(MemTable::new(0));
+                ctx.versions.set_last_sequence(max_seq);
+                sink(std::mem::replace(&mut mem, Arc::new(MemTable::new(0))))?;
             }
         }
         let Some((offset, what)) = reader.tail().damage else {
@@ -221,7 +288,10 @@ fn replay_wals(ctx: &OutputCtx<'_>, edit: &mut VersionEdit) -> Result<()> {
         }
     }
     ctx.versions.set_last_sequence(max_seq);
-    flush_recovered(ctx, &mem, edit)
+    if mem.is_empty() {
+        return Ok(());
+    }
+    sink(mem)
 }
 
 /// True if any of the WALs `numbers` holds at least one intact record.
@@ -241,8 +311,6 @@ fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionE
     if mem.is_empty() {
         return Ok(());
     }
-    ctx.versions
-        .set_last_sequence(ctx.versions.last_sequence().max(mem.largest_seq()));
     let mut iter = mem.iter();
     let mut filter = EntryFilter::new(0);
     let files = build_tables(

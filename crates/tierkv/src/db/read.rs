@@ -25,14 +25,16 @@ impl DbInner {
     /// Captures the memtables (newest first) and version for a read at `opts.snapshot`.
     pub(super) fn read_view(&self, opts: &ReadOptions) -> ReadView {
         let state = self.state.lock();
-        let mut mems = vec![Arc::clone(&state.mem)];
-        mems.extend(state.imm.iter().rev().cloned());
-        let version = self.versions.current();
-        drop(state);
+        // NB: the sequence is read before the memtables are captured, so every write at or
+        // below it is in one of them (or in the version).
         let seq = match &opts.snapshot {
             Some(s) => s.sequence(),
             None => self.versions.last_sequence(),
         };
+        let mut mems = vec![Arc::clone(&state.mem)];
+        mems.extend(state.imm.iter().rev().cloned());
+        let version = self.versions.current();
+        drop(state);
         ReadView { mems, version, seq }
     }
 

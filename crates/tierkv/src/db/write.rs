@@ -97,7 +97,7 @@ impl DbInner {
         let mut user_bytes = 0;
         for b in &mut batches {
             let n = b.len() as u64;
-            user_bytes += b.encoded_len() as u64;
+            user_bytes += b.user_bytes();
             payloads.push(b.encode_with_seq(seq));
             seq += n;
         }

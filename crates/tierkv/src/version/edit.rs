@@ -15,6 +15,7 @@ const TAG_LAST_SEQ: u64 = 4;
 const TAG_NEW_FILE: u64 = 5;
 const TAG_DELETED_FILE: u64 = 6;
 const TAG_TIERS: u64 = 7;
+const TAG_FORMAT_VERSION: u64 = 8;
 const TAG_OPTIONAL_BIT: u64 = 0x40;
 
 /// A table file as the MANIFEST records it.
@@ -59,7 +60,12 @@ pub struct VersionEdit {
     pub deleted_files: Vec<(usize, u64)>,
     /// Names of the tiers of the database, fastest first.
     pub tiers: Option<Vec<String>>,
+    /// The database-wide format version (in the first edit of each MANIFEST).
+    pub format_version: Option<u64>,
 }
+
+/// The database-wide format version this code writes and reads.
+pub const DB_FORMAT_VERSION: u64 = 1;
 
 fn field(dst: &mut Vec<u8>, tag: u64, body: &[u8]) {
     put_varint(dst, tag);
@@ -88,6 +94,7 @@ impl VersionEdit {
             field(&mut out, TAG_TIERS, &body);
         }
         for (tag, v) in [
+            (TAG_FORMAT_VERSION, self.format_version),
             (TAG_LOG_NUMBER, self.log_number),
             (TAG_NEXT_FILE, self.next_file_number),
             (TAG_LAST_SEQ, self.last_sequence),
@@ -129,6 +136,7 @@ impl VersionEdit {
             TAG_DB_ID => {
                 self.db_id = Some(String::from_utf8(body.to_vec()).map_err(|_| bad())?);
             }
+            TAG_FORMAT_VERSION => self.format_version = Some(d.varint().ok_or_else(bad)?),
             TAG_LOG_NUMBER => self.log_number = Some(d.varint().ok_or_else(bad)?),
             TAG_NEXT_FILE => self.next_file_number = Some(d.varint().ok_or_else(bad)?),
             TAG_LAST_SEQ => self.last_sequence = Some(d.varint().ok_or_else(bad)?),
@@ -213,6 +221,7 @@ mod tests {
             }],
             deleted_files: vec![(1, 3)],
             tiers: Some(vec!["fast".into(), "capacity".into()]),
+            format_version: Some(DB_FORMAT_VERSION),
         }
     }
 

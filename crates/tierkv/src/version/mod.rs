@@ -10,7 +10,7 @@
 pub mod edit;
 mod set;
 
-pub use edit::{NewFile, VersionEdit};
+pub use edit::{NewFile, VersionEdit, DB_FORMAT_VERSION};
 pub use set::{RecoveredManifest, VersionSet, CURRENT_FILE};
 
 use crate::error::{Error, Result};

@@ -6,7 +6,7 @@
 //! on it but other edits). CURRENT is replaced atomically (temporary file, sync, rename,
 //! directory sync) only after the new MANIFEST it names is durable.
 
-use super::{FileMeta, Version, VersionEdit};
+use super::{FileMeta, Version, VersionEdit, DB_FORMAT_VERSION};
 use crate::env::{self, Fs};
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
@@ -65,6 +65,7 @@ impl RecoveredManifest {
             ));
         }
         let edits = read_edits(fs, &path)?;
+        check_format_version(&edits, &path)?;
         let db_id = edits
             .iter()
             .find_map(|e| e.db_id.clone())
@@ -80,6 +81,18 @@ impl RecoveredManifest {
             edits,
             manifest_number,
         }))
+    }
+}
+
+/// Refuses a MANIFEST written in a newer database format.
+fn check_format_version(edits: &[VersionEdit], path: &Path) -> Result<()> {
+    match edits.iter().filter_map(|e| e.format_version).max() {
+        Some(v) if v > DB_FORMAT_VERSION => Err(Error::invalid(format!(
+            "{} was written in database format version {v}; this tierkv reads up to version \
+             {DB_FORMAT_VERSION}",
+            path.display()
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -290,6 +303,7 @@ impl VersionSet {
     fn snapshot_edit(&self, version: &Version, edit: &VersionEdit) -> VersionEdit {
         let tier_names: Vec<String> = self.tiers.all().iter().map(|t| t.name.clone()).collect();
         VersionEdit {
+            format_version: Some(DB_FORMAT_VERSION),
             db_id: Some(self.db_id.clone()),
             tiers: Some(tier_names),
             log_number: edit.log_number,

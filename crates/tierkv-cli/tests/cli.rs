@@ -1,0 +1,407 @@
+//! End-to-end tests of the `tierkv` binary: each runs it as a shell user would, in a fresh
+//! temporary working directory (so the default tiers `./tierkv-data/...` land there), and
+//! checks stdout, stderr and the exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A temporary working directory to run `tierkv` in.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tierkv"));
+        cmd.args(args).current_dir(self.path());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, b"")
+    }
+
+    fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(code(&out), 0, "tierkv {args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    /// Loads `lines` through `tierkv load`.
+    fn load(&self, lines: &str) {
+        let out = self.run_with_stdin(&["load", "--batch", "100"], lines.as_bytes());
+        assert_eq!(code(&out), 0, "load: {}", stderr(&out));
+    }
+
+    /// Every file with extension `ext` under the default tiers.
+    fn files(&self, ext: &str) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for tier in ["fast", "capacity"] {
+            let dir = self.path().join("tierkv-data").join(tier);
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == ext) {
+                    found.push(p);
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn numbered_lines(n: usize) -> String {
+    (0..n).map(|i| format!("key{i:05}\tvalue-{i}\n")).collect()
+}
+
+fn flip_byte(path: &Path, offset: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[offset] ^= 0xff;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn put_get_delete_and_missing_key() {
+    let s = Sandbox::new();
+    s.ok(&["put", "apple", "red"]);
+    s.ok(&["put", "--sync", "pear", "green"]);
+    assert_eq!(s.ok(&["get", "apple"]), "red\n");
+    s.ok(&["delete", "apple"]);
+    let out = s.run(&["get", "apple"]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).starts_with("tierkv: not found"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(s.ok(&["get", "pear"]), "green\n");
+}
+
+#[test]
+fn scan_with_bounds_limit_reverse_and_hex() {
+    let s = Sandbox::new();
+    s.load("a\t1\nb\t2\nc\t3\nd\t4\ne\t5\n");
+    assert_eq!(s.ok(&["scan", "--from", "b", "--to", "d"]), "b\t2\nc\t3\n");
+    assert_eq!(s.ok(&["scan", "--limit", "2"]), "a\t1\nb\t2\n");
+    assert_eq!(
+        s.ok(&["scan", "--reverse", "--to", "e", "--limit", "2"]),
+        "d\t4\nc\t3\n"
+    );
+    assert_eq!(s.ok(&["scan", "--hex", "--from", "65"]), "65\t35\n");
+    assert_eq!(s.ok(&["--hex", "get", "63"]), "33\n");
+}
+
+#[test]
+fn binary_bytes_are_escaped_and_round_trip_through_load() {
+    let s = Sandbox::new();
+    s.ok(&["put", r"k\x00\xff", "tab\x09and\\back"]);
+    let dump = s.ok(&["scan"]);
+    assert_eq!(dump, "k\\x00\\xff\ttab\\x09and\\\\back\n");
+    let copy = Sandbox::new();
+    copy.load(&dump);
+    assert_eq!(copy.ok(&["scan"]), dump);
+    assert_eq!(
+        copy.ok(&["scan", "--hex"]),
+        "6b00ff\t74616209616e645c6261636b\n"
+    );
+}
+
+#[test]
+fn load_from_stdin_then_scan_counts_every_record() {
+    let s = Sandbox::new();
+    let out = s.run_with_stdin(&["load", "--batch", "64"], numbered_lines(1000).as_bytes());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("loaded 1000 records") && stderr(&out).contains("MB/s"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(s.ok(&["scan"]).lines().count(), 1000);
+    let bad = s.run_with_stdin(&["load"], b"good\tline\nno tab here\n");
+    assert_eq!(code(&bad), 4);
+    assert!(stderr(&bad).contains("line 2"), "{}", stderr(&bad));
+    assert_eq!(
+        s.ok(&["get", "good"]),
+        "line\n",
+        "lines before a bad one are kept"
+    );
+}
+
+#[test]
+fn stats_and_compact_report_tiers_and_levels() {
+    let s = Sandbox::new();
+    s.load(&numbered_lines(500));
+    let stats = s.ok(&["stats", "--files"]);
+    for want in ["tiers:", "fast", "capacity", "levels:", "L0", "live files:"] {
+        assert!(stats.contains(want), "missing {want:?} in\n{stats}");
+    }
+    let compact = s.ok(&["compact"]);
+    assert!(compact.starts_with("compacted in"), "{compact}");
+    assert!(compact.contains("write amplification"), "{compact}");
+    assert_eq!(s.ok(&["scan"]).lines().count(), 500);
+}
+
+#[test]
+fn check_passes_on_a_healthy_db_and_names_a_damaged_table() {
+    let s = Sandbox::new();
+    s.load(&numbered_lines(300));
+    let healthy = s.ok(&["check"]);
+    assert!(
+        healthy.starts_with("ok:") && healthy.contains("300 keys"),
+        "{healthy}"
+    );
+    let tables = s.files("sst");
+    assert!(!tables.is_empty(), "reopening flushes the WAL into a table");
+    flip_byte(&tables[0], 10);
+    let out = s.run(&["check"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let name = tables[0].file_name().unwrap().to_str().unwrap();
+    let err = stderr(&out);
+    assert!(err.starts_with("tierkv: ") && err.contains(name), "{err}");
+}
+
+#[test]
+fn check_reports_a_damaged_synced_wal_record() {
+    let s = Sandbox::new();
+    s.ok(&["put", "seed", "x"]);
+    // Two synced writes: the second record says the first was durable, so damage to the
+    // first is corruption rather than a torn tail.
+    let out = s.run_with_stdin(&["load", "--sync"], b"k1\tv1\nk2\tv2\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let wal = s.files("log").pop().unwrap();
+    flip_byte(&wal, 25);
+    let dump = s.run(&["dump-wal"]);
+    assert_eq!(code(&dump), 3, "{}", stderr(&dump));
+    assert!(stdout(&dump).contains("CORRUPTION"), "{}", stdout(&dump));
+    let check = s.run(&["check"]);
+    assert_eq!(code(&check), 3, "{}", stderr(&check));
+    let name = wal.file_name().unwrap().to_str().unwrap();
+    assert!(stderr(&check).contains(name), "{}", stderr(&check));
+}
+
+#[test]
+fn dump_manifest_lists_edits_and_live_files() {
+    let s = Sandbox::new();
+    s.load(&numbered_lines(50));
+    s.ok(&["compact"]);
+    let out = s.ok(&["dump-manifest"]);
+    for want in [
+        "CURRENT -> MANIFEST-",
+        "tiers: fast, capacity",
+        "edit 0:",
+        "+ L",
+        "live files after",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    assert!(out.contains("key00000 @"), "{out}");
+}
+
+#[test]
+fn dump_wal_shows_records_and_a_torn_tail() {
+    let s = Sandbox::new();
+    s.ok(&["put", "alpha", "one"]);
+    let out = s.ok(&["dump-wal"]);
+    assert!(out.contains("seq 1, 1 ops"), "{out}");
+    assert!(out.contains("PUT alpha => one"), "{out}");
+    assert!(out.contains("end: clean, 1 records"), "{out}");
+    // A half-written record at the end is what a crash leaves: reported, not an error.
+    let wal = s.files("log").pop().unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&wal).unwrap();
+    f.write_all(&[7; 11]).unwrap();
+    let out = s.ok(&["dump-wal", wal.to_str().unwrap()]);
+    assert!(out.contains("torn tail"), "{out}");
+}
+
+#[test]
+fn dump_sst_prints_properties_index_and_entries() {
+    let s = Sandbox::new();
+    s.load(&numbered_lines(200));
+    s.ok(&["compact"]);
+    let table = s.files("sst").pop().unwrap();
+    let out = s.ok(&[
+        "dump-sst",
+        table.to_str().unwrap(),
+        "--limit",
+        "3",
+        "--verify",
+    ]);
+    for want in [
+        "properties:",
+        "entries          200 (0 deletions)",
+        "index: ",
+        "block 0: offset 0",
+        "key00000 @",
+        "=> value-0",
+        "... and 197 more",
+        "verified:",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+}
+
+#[test]
+fn demo_small_run_prints_throughput_and_stats() {
+    let s = Sandbox::new();
+    let args = ["demo", "--records", "2000", "--reads", "500", "--seed", "7"];
+    let out = s.ok(&args);
+    for want in [
+        "load ",
+        "2000 writes",
+        "ops/s",
+        "MB/s",
+        "500 gets",
+        "every key found",
+        "write amplification",
+        "levels:",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let again = s.run(&args);
+    assert_eq!(code(&again), 4);
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn explicit_tiers_and_config_file() {
+    let s = Sandbox::new();
+    let fast = s.path().join("f");
+    let cap = s.path().join("c");
+    let tier_args = [
+        format!("--tier=hot={}:1GiB", fast.display()),
+        format!("--tier=cold={}", cap.display()),
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        v.extend(tier_args.iter().cloned());
+        v
+    };
+    let run = |args: Vec<String>| s.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    run(with(&[
+        "put",
+        "k",
+        "v",
+        "--levels-on-fast",
+        "1",
+        "--compression",
+        "zstd",
+    ]));
+    assert!(fast.join("CURRENT").exists());
+    assert!(run(with(&["stats"])).contains("hot"));
+    let config = s.path().join("db.toml");
+    let toml = format!(
+        "levels_on_fast = 1\n[[tier]]\nname = \"hot\"\npath = {:?}\n[[tier]]\nname = \"cold\"\npath = {:?}\n",
+        fast.display().to_string(),
+        cap.display().to_string()
+    );
+    std::fs::write(&config, toml).unwrap();
+    let out = s.ok(&["--config", config.to_str().unwrap(), "get", "k"]);
+    assert_eq!(out, "v\n");
+}
+
+#[test]
+fn usage_errors_exit_2_and_other_errors_exit_4() {
+    let s = Sandbox::new();
+    assert_eq!(code(&s.run(&["frobnicate"])), 2);
+    assert_eq!(code(&s.run(&["--tier", "nodir", "get", "k"])), 2);
+    assert_eq!(
+        code(&s.run(&["--levels-on-fast", "99", "put", "k", "v"])),
+        2
+    );
+    assert_eq!(code(&s.run(&["--hex", "put", "xyz", "00"])), 2);
+    assert!(
+        !s.path().join("tierkv-data").exists(),
+        "bad arguments fail before anything is created"
+    );
+    let missing = s.run(&["get", "k"]);
+    assert_eq!(code(&missing), 4);
+    assert!(
+        stderr(&missing).contains("no tierkv database"),
+        "{}",
+        stderr(&missing)
+    );
+    let help = s.ok(&["--help"]);
+    assert!(
+        help.contains("Exit codes") && help.contains("3  corruption"),
+        "{help}"
+    );
+}
+
+/// Spawns `tierkv load` and keeps its stdin open, so it holds the database open.
+fn hold_open(s: &Sandbox) -> Child {
+    s.command(&["load"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_locked_database_says_so() {
+    let s = Sandbox::new();
+    s.ok(&["put", "k", "v"]);
+    // NB: every open writes a new MANIFEST and points CURRENT at it, under the lock; a change
+    // of CURRENT shows the holder is in. Polling with `get` instead could take the lock first.
+    let current = s.path().join("tierkv-data/fast/CURRENT");
+    let before = std::fs::read(&current).unwrap();
+    let mut holder = hold_open(&s);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read(&current).unwrap() == before {
+        assert!(
+            Instant::now() < deadline,
+            "the holder never opened the database"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let locked = s.run(&["get", "k"]);
+    assert_eq!(code(&locked), 4);
+    assert!(stderr(&locked).contains("locked"), "{}", stderr(&locked));
+    let mut stdin = holder.stdin.take().unwrap();
+    stdin.write_all(b"k2\tv2\n").unwrap();
+    drop(stdin);
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(s.ok(&["get", "k2"]), "v2\n");
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The tier lab: runs a command with a fast tier on the local disk, a throttled capacity tier
+# (ext4 on a loop device limited with the blkio cgroup), an optional tmpfs "pm" tier, and a
+# memory cgroup that bounds the page cache. Cleans everything up on exit, error or interrupt.
+#
+#   sudo scripts/lab.sh [--pm] [--keep] -- COMMAND [ARGS...]
+#
+# The command sees LAB_FAST, LAB_CAPACITY (and LAB_PM) directories, and LAB_FAST_DEV and
+# LAB_CAPACITY_DEV block device names for device counters (tierkv-bench --device).
+#
+# Defaults model a SATA/QLC capacity drive next to this machine's local NVMe-backed disk at
+# roughly the fast:capacity ratio of SpanDB's Optane P4800X vs. SATA S4510 pair (about 5x in
+# random-read IOPS): the local disk does about 38K 4 KiB IOPS at depth 16, so the capacity tier
+# gets 8000 read IOPS, 4000 write IOPS, 200 MB/s reads and 100 MB/s writes (a QLC drive's
+# sustained write rate once its SLC cache is full). Override with the environment:
+#   LAB_READ_IOPS LAB_WRITE_IOPS LAB_READ_BPS LAB_WRITE_BPS  capacity-tier limits
+#   LAB_MEM        memory cgroup limit, page cache included (default 1G)
+#   LAB_CAP_SIZE   capacity file system size (default 32G, sparse)
+#   LAB_PM_SIZE    tmpfs size for --pm (default 2G)
+#   LAB_DIR        where the lab lives (default /var/tmp/tierkv-lab)
+set -euo pipefail
+
+READ_IOPS=${LAB_READ_IOPS:-8000}
+WRITE_IOPS=${LAB_WRITE_IOPS:-4000}
+READ_BPS=${LAB_READ_BPS:-$((200 * 1000 * 1000))}
+WRITE_BPS=${LAB_WRITE_BPS:-$((100 * 1000 * 1000))}
+MEM=${LAB_MEM:-1G}
+CAP_SIZE=${LAB_CAP_SIZE:-32G}
+PM_SIZE=${LAB_PM_SIZE:-2G}
+LAB_DIR=${LAB_DIR:-/var/tmp/tierkv-lab}
+BLKIO=/sys/fs/cgroup/blkio
+MEMCG=/sys/fs/cgroup/memory/tierkv-lab
+
+die() { echo "lab.sh: $*" >&2; exit 2; }
+
+WITH_PM=0
+KEEP=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --pm) WITH_PM=1 ;;
+        --keep) KEEP=1 ;;
+        --) shift; break ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        *) die "unknown option $1 (use -- before the command)" ;;
+    esac
+    shift
+done
+[ $# -gt 0 ] || die "no command given; usage: lab.sh [--pm] [--keep] -- COMMAND [ARGS...]"
+[ "$(id -u)" = 0 ] || die "needs root (loop devices, mounts and cgroups)"
+[ -d "$BLKIO" ] || die "no blkio cgroup (v1) at $BLKIO"
+[ -d /sys/fs/cgroup/memory ] || die "no memory cgroup (v1) at /sys/fs/cgroup/memory"
+command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 missing (apt-get install e2fsprogs)"
+
+LOOP=""
+MAJMIN=""
+cleanup() {
+    set +e
+    if [ -d "$MEMCG" ]; then
+        # Anything the command left behind dies with the lab.
+        for pid in $(cat "$MEMCG/cgroup.procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+        sleep 0.2
+        rmdir "$MEMCG" 2>/dev/null
+    fi
+    if [ -n "$MAJMIN" ]; then
+        for f in read_iops_device write_iops_device read_bps_device write_bps_device; do
+            echo "$MAJMIN 0" > "$BLKIO/blkio.throttle.$f" 2>/dev/null
+        done
+    fi
+    mountpoint -q "$LAB_DIR/pm" && umount "$LAB_DIR/pm"
+    mountpoint -q "$LAB_DIR/capacity" && umount "$LAB_DIR/capacity"
+    [ -n "$LOOP" ] && losetup -d "$LOOP"
+    if [ "$KEEP" = 0 ]; then
+        rm -f "$LAB_DIR/capacity.img"
+        rm -rf "$LAB_DIR/fast"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$LAB_DIR/fast" "$LAB_DIR/capacity"
+truncate -s "$CAP_SIZE" "$LAB_DIR/capacity.img"
+LOOP=$(losetup --find --show --direct-io=on "$LAB_DIR/capacity.img")
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
+mount -o noatime "$LOOP" "$LAB_DIR/capacity"
+MAJMIN=$(lsblk -dno MAJ:MIN "$LOOP" | tr -d ' ')
+# NB: the limits go on the root blkio cgroup for this device only: writeback of buffered
+# writes is issued by kernel threads outside any child cgroup, and this device serves only the
+# capacity tier, so a device-wide limit is the one that really holds.
+echo "$MAJMIN $READ_IOPS" > "$BLKIO/blkio.throttle.read_iops_device"
+echo "$MAJMIN $WRITE_IOPS" > "$BLKIO/blkio.throttle.write_iops_device"
+echo "$MAJMIN $READ_BPS" > "$BLKIO/blkio.throttle.read_bps_device"
+echo "$MAJMIN $WRITE_BPS" > "$BLKIO/blkio.throttle.write_bps_device"
+
+if [ "$WITH_PM" = 1 ]; then
+    mkdir -p "$LAB_DIR/pm"
+    mount -t tmpfs -o "size=$PM_SIZE" tmpfs "$LAB_DIR/pm"
+    export LAB_PM="$LAB_DIR/pm"
+fi
+
+mkdir -p "$MEMCG"
+echo "$MEM" > "$MEMCG/memory.limit_in_bytes"
+FAST_DEV=$(lsblk -no PKNAME "$(df --output=source "$LAB_DIR/fast" | tail -1)" 2>/dev/null | head -1)
+[ -n "$FAST_DEV" ] || FAST_DEV=$(basename "$(df --output=source "$LAB_DIR/fast" | tail -1)")
+export LAB_FAST="$LAB_DIR/fast" LAB_CAPACITY="$LAB_DIR/capacity"
+export LAB_FAST_DEV="$FAST_DEV" LAB_CAPACITY_DEV=$(basename "$LOOP")
+
+sync
+echo 3 > /proc/sys/vm/drop_caches
+echo "lab: fast=$LAB_FAST ($LAB_FAST_DEV) capacity=$LAB_CAPACITY ($LAB_CAPACITY_DEV:" \
+     "$READ_IOPS/$WRITE_IOPS IOPS, $READ_BPS/$WRITE_BPS B/s) memory=$MEM" >&2
+set +e
+bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$MEMCG" "$@"
+status=$?
+exit $status
