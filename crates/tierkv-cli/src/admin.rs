@@ -43,9 +43,10 @@ pub fn compact(db: &Db, out: &mut dyn Write) -> Result<u8> {
     Ok(OK)
 }
 
-/// `check`: opening already replayed and checked the MANIFEST and WAL; this verifies every
-/// block of every live table, then reads every key through the normal read path. The first
-/// damage found is the error (exit 3), and it names the file.
+/// `check`: opening (read-only, so a damaged database is inspected, not changed) already
+/// replayed and checked the MANIFEST and WAL; this verifies every block of every live table,
+/// then reads every key through the normal read path. The first damage found is the error
+/// (exit 3), and it names the file.
 pub fn check(db: &Db, out: &mut dyn Write) -> Result<u8> {
     let start = Instant::now();
     let tables = db.live_files().len();

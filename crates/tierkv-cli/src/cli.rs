@@ -116,7 +116,8 @@ pub enum Command {
     },
     /// Compact the whole key range down to the last level, then print statistics.
     Compact,
-    /// Verify every checksum (MANIFEST, WAL, every table block) and scan every key.
+    /// Verify every checksum (MANIFEST, WAL, every table block) and scan every key, without
+    /// changing the database.
     Check,
     /// Print the edits of the live MANIFEST on tier 0, without opening the database.
     DumpManifest,

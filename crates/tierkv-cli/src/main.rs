@@ -43,6 +43,7 @@ fn main() -> ExitCode {
 
 /// Runs one command; `Ok` carries the exit code of a command that did its job. Arguments are
 /// decoded before the database is opened, so a bad one costs no open (and no side effects).
+/// `get`, `scan`, `stats` and `check` open the database read-only: they never change it.
 fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     let enc = Encoding::new(cli.hex);
     let engine = &cli.engine;
@@ -59,7 +60,7 @@ fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         }
         Command::Get { key } => {
             let key = arg(key)?;
-            kv::get(&engine.open(OpenMode::Existing)?, enc, &key, out)
+            kv::get(&engine.open(OpenMode::ReadOnly)?, enc, &key, out)
         }
         Command::Delete { key, sync } => {
             let key = arg(key)?;
@@ -67,17 +68,17 @@ fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         }
         Command::Scan(args) => {
             let bounds = kv::Bounds::parse(enc, args)?;
-            kv::scan(&engine.open(OpenMode::Existing)?, enc, &bounds, args, out)
+            kv::scan(&engine.open(OpenMode::ReadOnly)?, enc, &bounds, args, out)
         }
         Command::Load(args) => {
             let db = engine.open(OpenMode::CreateIfMissing)?;
             kv::load(&db, enc, args, &mut std::io::stdin().lock())
         }
         Command::Stats { files } => {
-            admin::stats(&engine.open(OpenMode::Existing)?, enc, *files, out)
+            admin::stats(&engine.open(OpenMode::ReadOnly)?, enc, *files, out)
         }
         Command::Compact => admin::compact(&engine.open(OpenMode::Existing)?, out),
-        Command::Check => admin::check(&engine.open(OpenMode::Existing)?, out),
+        Command::Check => admin::check(&engine.open(OpenMode::ReadOnly)?, out),
         Command::DumpManifest => dump::manifest(&engine.tier0_dir()?, enc, out),
         Command::DumpWal(args) => dump::wal(&engine.tier0_dir()?, args, enc, out),
         Command::DumpSst(args) => dump::sst(args, enc, out),

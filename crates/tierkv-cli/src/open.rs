@@ -16,7 +16,9 @@ pub const DEFAULT_ROOT: &str = "tierkv-data";
 /// What opening may do to the directories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
-    /// The database must exist (read and maintenance commands).
+    /// The database must exist; nothing is written to it (read commands and `check`).
+    ReadOnly,
+    /// The database must exist (`compact`).
     Existing,
     /// Create it if missing (write commands).
     CreateIfMissing,
@@ -68,7 +70,9 @@ impl EngineArgs {
     /// Opens the database, starting from `base` when there is no config file.
     pub fn open_with(&self, base: Options, mode: OpenMode) -> Result<Db> {
         let mut opts = self.options(base)?;
-        opts.create_if_missing = mode != OpenMode::Existing;
+        // NB: the mode decides these, whatever a config file says.
+        opts.read_only = mode == OpenMode::ReadOnly;
+        opts.create_if_missing = matches!(mode, OpenMode::CreateIfMissing | OpenMode::CreateNew);
         opts.error_if_exists = mode == OpenMode::CreateNew;
         let dir = opts.tiers[0].path.clone();
         Db::open(opts).with_context(|| format!("cannot open the database in {}", dir.display()))

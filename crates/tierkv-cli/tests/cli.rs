@@ -2,6 +2,7 @@
 //! temporary working directory (so the default tiers `./tierkv-data/...` land there), and
 //! checks stdout, stderr and the exit code.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -73,6 +74,20 @@ impl Sandbox {
         found.sort();
         found
     }
+
+    /// Name and size of every file in the default tier directories, as `tier/name`.
+    fn tier_files(&self) -> BTreeMap<String, u64> {
+        let mut files = BTreeMap::new();
+        for tier in ["fast", "capacity"] {
+            let dir = self.path().join("tierkv-data").join(tier);
+            for e in std::fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let name = format!("{tier}/{}", e.file_name().to_string_lossy());
+                files.insert(name, e.metadata().unwrap().len());
+            }
+        }
+        files
+    }
 }
 
 fn code(out: &Output) -> i32 {
@@ -113,6 +128,32 @@ fn put_get_delete_and_missing_key() {
         stderr(&out)
     );
     assert_eq!(s.ok(&["get", "pear"]), "green\n");
+}
+
+#[test]
+fn read_commands_leave_the_tier_directories_unchanged() {
+    let s = Sandbox::new();
+    s.load(&numbered_lines(100));
+    s.ok(&["put", "apple", "red"]);
+    s.ok(&["put", "--sync", "pear", "green"]);
+    let before = s.tier_files();
+    assert!(
+        before.keys().any(|n| n.ends_with(".sst")) && before.keys().any(|n| n.ends_with(".log")),
+        "tables and a WAL with records to replay: {before:?}"
+    );
+    assert_eq!(s.ok(&["get", "apple"]), "red\n");
+    assert_eq!(code(&s.run(&["get", "plum"])), 1);
+    assert_eq!(s.ok(&["scan"]).lines().count(), 102);
+    assert!(s.ok(&["stats", "--files"]).contains("live files:"));
+    assert!(s.ok(&["check"]).contains("102 keys"));
+    assert_eq!(
+        s.tier_files(),
+        before,
+        "a read command changed the database"
+    );
+    s.ok(&["put", "plum", "purple"]);
+    assert_ne!(s.tier_files(), before, "a write command does change it");
+    assert_eq!(s.ok(&["get", "plum"]), "purple\n");
 }
 
 #[test]
@@ -169,6 +210,8 @@ fn load_from_stdin_then_scan_counts_every_record() {
 fn stats_and_compact_report_tiers_and_levels() {
     let s = Sandbox::new();
     s.load(&numbered_lines(500));
+    // A read-write open (this empty load) writes the replayed WAL to L0; `stats` is read-only.
+    s.load("");
     let stats = s.ok(&["stats", "--files"]);
     for want in ["tiers:", "fast", "capacity", "levels:", "L0", "live files:"] {
         assert!(stats.contains(want), "missing {want:?} in\n{stats}");
@@ -183,16 +226,22 @@ fn stats_and_compact_report_tiers_and_levels() {
 fn check_passes_on_a_healthy_db_and_names_a_damaged_table() {
     let s = Sandbox::new();
     s.load(&numbered_lines(300));
+    s.load("");
     let healthy = s.ok(&["check"]);
     assert!(
         healthy.starts_with("ok:") && healthy.contains("300 keys"),
         "{healthy}"
     );
     let tables = s.files("sst");
-    assert!(!tables.is_empty(), "reopening flushes the WAL into a table");
+    assert!(
+        !tables.is_empty(),
+        "a read-write reopen flushes the WAL into a table"
+    );
     flip_byte(&tables[0], 10);
+    let damaged = s.tier_files();
     let out = s.run(&["check"]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(s.tier_files(), damaged, "check changed a damaged database");
     let name = tables[0].file_name().unwrap().to_str().unwrap();
     let err = stderr(&out);
     assert!(err.starts_with("tierkv: ") && err.contains(name), "{err}");

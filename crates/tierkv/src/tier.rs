@@ -380,6 +380,10 @@ impl WritableFile for CountingFile {
         self.inner.size()
     }
 
+    fn preallocate(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.inner.preallocate(offset, len)
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.inner.close()
     }

@@ -26,6 +26,8 @@ use std::sync::Arc;
 pub const LOCK_FILE: &str = "LOCK";
 /// User-space buffer of the WAL writer.
 pub(crate) const WAL_BUFFER: usize = 256 << 10;
+/// WAL space is reserved this many bytes at a time, so a sync need not allocate blocks.
+pub(crate) const WAL_PREALLOCATION: u64 = 4 << 20;
 
 pub(super) fn open(opts: Options) -> Result<DbInner> {
     opts.validate()?;
@@ -130,7 +132,10 @@ fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<(u64, LogWriter)> {
     edit.log_number = Some(wal_number);
     ctx.versions.write_new_manifest(edit)?;
     let wal_path = ctx.tiers.path(0, FileKind::Wal, wal_number);
-    let file = ctx.tiers.create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?;
+    let file = ctx
+        .tiers
+        .create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?
+        .with_preallocation(WAL_PREALLOCATION);
     ctx.tiers.fs().sync_dir(&ctx.tiers.get(0).dir)?;
     Ok((wal_number, LogWriter::new(file, wal_path)))
 }

@@ -11,7 +11,7 @@
 //! INVARIANT: the WAL is a single append stream synced as a prefix; an older WAL is synced
 //! before a newer one receives writes, so any crash leaves a prefix of history.
 
-use super::open::WAL_BUFFER;
+use super::open::{WAL_BUFFER, WAL_PREALLOCATION};
 use super::DbInner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -187,7 +187,10 @@ impl DbInner {
             .ok_or_else(|| Error::Closed("the WAL is closed".into()))
             .and_then(|old| {
                 old.sync()?;
-                let file = self.tiers.create(0, &path, WriteKind::Wal, WAL_BUFFER)?;
+                let file = self
+                    .tiers
+                    .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
+                    .with_preallocation(WAL_PREALLOCATION);
                 self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
                 Ok(std::mem::replace(old, LogWriter::new(file, path)))
             });

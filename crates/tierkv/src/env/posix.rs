@@ -181,6 +181,31 @@ impl WritableFile for PosixWritable {
         self.size
     }
 
+    fn preallocate(&mut self, offset: u64, len: u64) -> Result<()> {
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
+        else {
+            return Ok(());
+        };
+        // SAFETY: fallocate only reads its integer arguments; the descriptor is owned by `self`.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                offset,
+                len,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            // A file system without fallocate just allocates as it writes.
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+            _ => Err(Error::io("fallocate", &self.path, err)),
+        }
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         let fd = self.file.into_raw_fd();
         // SAFETY: `into_raw_fd` gave up ownership of `fd`, so it is closed exactly once, here.
