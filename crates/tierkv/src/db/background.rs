@@ -321,6 +321,8 @@ pub(super) fn compact_range(db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8
     let Some(deepest) = deepest else {
         return Ok(());
     };
+    // Data only in L0 still moves down a level, as RocksDB's CompactRange does.
+    let deepest = deepest.max(1);
     for level in 0..deepest {
         let Some(task) = claim_manual_task(db, level, begin, end)? else {
             continue;

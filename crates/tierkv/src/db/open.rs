@@ -71,6 +71,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         opts.num_levels,
         db_id,
         recovered.as_ref(),
+        // The MANIFEST lives in tier 0's WAL reserve: keep it well inside it.
+        (opts.wal_reserve() / 4).clamp(64 << 10, 64 << 20),
     )?;
     check_tables_present(&tiers, &versions)?;
     let ctx = OutputCtx {

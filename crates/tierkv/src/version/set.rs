@@ -125,6 +125,8 @@ pub struct VersionSet {
     next_file_number: AtomicU64,
     last_sequence: AtomicU64,
     log_number: AtomicU64,
+    /// A MANIFEST that reaches this size is replaced by a fresh one at the next edit.
+    manifest_roll_bytes: u64,
 }
 
 impl VersionSet {
@@ -135,6 +137,7 @@ impl VersionSet {
         num_levels: usize,
         db_id: String,
         recovered: Option<&RecoveredManifest>,
+        manifest_roll_bytes: u64,
     ) -> Result<VersionSet> {
         let dir = tiers.get(0).dir.clone();
         let set = VersionSet {
@@ -147,6 +150,7 @@ impl VersionSet {
             next_file_number: AtomicU64::new(2),
             last_sequence: AtomicU64::new(0),
             log_number: AtomicU64::new(0),
+            manifest_roll_bytes,
         };
         if let Some(rec) = recovered {
             set.replay(rec)?;
@@ -276,13 +280,24 @@ impl VersionSet {
 
     /// Starts a new MANIFEST holding the whole current state plus `edit`, then points CURRENT
     /// at it. Used at open; the previous MANIFEST becomes obsolete.
-    pub fn write_new_manifest(&self, mut edit: VersionEdit) -> Result<()> {
+    pub fn write_new_manifest(&self, edit: VersionEdit) -> Result<()> {
         let mut guard = self.manifest.lock();
+        let manifest = self.start_manifest(edit)?;
+        if let Some(old) = guard.replace(manifest) {
+            let _ = old.writer.close();
+        }
+        Ok(())
+    }
+
+    /// Writes a new MANIFEST holding the current state plus `edit`, syncs it, points CURRENT at
+    /// it and installs the result. The caller holds the `manifest` lock.
+    fn start_manifest(&self, mut edit: VersionEdit) -> Result<Manifest> {
         let number = self.new_file_number();
         let path = self.tiers.path(0, FileKind::Manifest, number);
         let file = self.tiers.create(0, &path, WriteKind::Meta, 64 << 10)?;
         let mut writer = LogWriter::new(file, path);
-        let version = self.apply_edit(&self.current(), &edit)?;
+        let base = self.current();
+        let version = self.apply_edit(&base, &edit)?;
         self.fill_edit_totals(&mut edit);
         writer.add_record(&self.snapshot_edit(&version, &edit).encode())?;
         writer.sync()?;
@@ -294,10 +309,8 @@ impl VersionSet {
         )?;
         self.tiers
             .count_write(0, WriteKind::Meta, current.len() as u64);
-        self.account(&edit);
-        self.install(version);
-        *guard = Some(Manifest { writer, number });
-        Ok(())
+        self.install_edit(&base, &edit, version);
+        Ok(Manifest { writer, number })
     }
 
     fn snapshot_edit(&self, version: &Version, edit: &VersionEdit) -> VersionEdit {
@@ -324,13 +337,15 @@ impl VersionSet {
         edit.last_sequence = Some(self.last_sequence());
     }
 
-    fn account(&self, edit: &VersionEdit) {
+    /// Installs `version`, made by applying `edit` to `base` (the version it replaces), and
+    /// moves the tiers' byte counts with it.
+    fn install_edit(&self, base: &Version, edit: &VersionEdit, version: Version) -> Arc<Version> {
         if let Some(n) = edit.log_number {
             self.log_number.fetch_max(n, Ordering::Relaxed);
         }
-        let current = self.current();
+        let installed = self.install(version);
         for &(level, number) in &edit.deleted_files {
-            if let Some(f) = current.levels[level].iter().find(|f| f.number == number) {
+            if let Some(f) = base.levels[level].iter().find(|f| f.number == number) {
                 self.tiers.remove_table(f.tier, f.size);
             }
         }
@@ -339,6 +354,7 @@ impl VersionSet {
                 self.tiers.add_table(t, nf.size);
             }
         }
+        installed
     }
 
     /// Applies `edit`: appends it to the MANIFEST, syncs, then installs the new version.
@@ -348,12 +364,19 @@ impl VersionSet {
         let manifest = guard
             .as_mut()
             .ok_or_else(|| Error::Closed("MANIFEST is not open".into()))?;
+        if manifest.writer.size() >= self.manifest_roll_bytes {
+            // A MANIFEST only grows while the database is open; start a compact one.
+            let fresh = self.start_manifest(edit)?;
+            let old = std::mem::replace(manifest, fresh);
+            let _ = old.writer.close();
+            return Ok(self.current());
+        }
         self.fill_edit_totals(&mut edit);
-        let version = self.apply_edit(&self.current(), &edit)?;
+        let base = self.current();
+        let version = self.apply_edit(&base, &edit)?;
         manifest.writer.add_record(&edit.encode())?;
         manifest.writer.sync()?;
-        self.account(&edit);
-        Ok(self.install(version))
+        Ok(self.install_edit(&base, &edit, version))
     }
 
     /// Closes the MANIFEST writer.
