@@ -57,6 +57,10 @@ impl Fs for PosixFs {
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
         let size = file_len(&file, path)?;
+        // Reads of these files are point reads of blocks: kernel read-ahead would only spend
+        // device bandwidth on bytes nobody asked for. Advice only; a failure changes nothing.
+        // SAFETY: posix_fadvise reads its integer arguments; the descriptor is open.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
         Ok(Arc::new(PosixRandomAccess {
             file,
             path: path.to_path_buf(),

@@ -56,18 +56,27 @@ impl BlockReader {
 
     /// Reads, checks and decompresses the block at `h`; returns contents and bytes read.
     fn contents(&self, h: BlockHandle) -> Result<(Vec<u8>, u64)> {
+        let len = self.stored_len(h)?;
+        let mut raw = vec![0u8; len];
+        self.file.read_exact_at(h.offset, &mut raw)?;
+        Ok((self.decode_contents(h, &raw)?, len as u64))
+    }
+
+    /// Bytes of the block at `h` with its trailer, if it lies inside the block area.
+    fn stored_len(&self, h: BlockHandle) -> Result<usize> {
         let in_range = h
             .end_with_trailer()
             .is_some_and(|end| end <= self.blocks_end);
         if !in_range {
             return Err(self.corrupt(h.offset, format!("block {h:?} lies outside the file")));
         }
-        let len = h.size as usize + BLOCK_TRAILER_LEN;
-        let mut raw = vec![0u8; len];
-        self.file.read_exact_at(h.offset, &mut raw)?;
-        let (stored, c) = check_block(&raw).map_err(|e| self.corrupt(h.offset, e))?;
-        let contents = format::decompress(stored, c).map_err(|e| self.corrupt(h.offset, e))?;
-        Ok((contents, len as u64))
+        Ok(h.size as usize + BLOCK_TRAILER_LEN)
+    }
+
+    /// Checks and decompresses the stored bytes `raw` of the block at `h`.
+    fn decode_contents(&self, h: BlockHandle, raw: &[u8]) -> Result<Vec<u8>> {
+        let (stored, c) = check_block(raw).map_err(|e| self.corrupt(h.offset, e))?;
+        format::decompress(stored, c).map_err(|e| self.corrupt(h.offset, e))
     }
 
     /// Reads the block at `h` and checks its restart array.
@@ -76,7 +85,64 @@ impl BlockReader {
         let block = Block::new(contents).map_err(|e| self.corrupt(h.offset, e))?;
         Ok((block, n))
     }
+}
 
+/// Read-ahead for iterators: once blocks are read back to back, the next read fetches a
+/// window of following bytes and later blocks come from that buffer. Tables are opened for
+/// random access (no kernel read-ahead), so sequential scans and compactions get theirs here.
+#[derive(Debug, Default)]
+struct Readahead {
+    /// File offset of `buf[0]`.
+    start: u64,
+    buf: Vec<u8>,
+    /// Where the next block starts if reading is sequential.
+    next_expected: u64,
+    sequential_reads: u32,
+    window: usize,
+    /// Start with the largest window at once (compaction inputs are read whole).
+    eager: bool,
+}
+
+const READAHEAD_MIN: usize = 16 << 10;
+const READAHEAD_MAX: usize = 256 << 10;
+
+impl Readahead {
+    /// The stored bytes of the block at `h`, read through the window when reading is
+    /// sequential; also returns how many bytes were read from the file.
+    fn read(&mut self, reader: &BlockReader, h: BlockHandle) -> Result<(Vec<u8>, u64)> {
+        let len = reader.stored_len(h)?;
+        let end = h.offset + len as u64;
+        if h.offset >= self.start && end <= self.start + self.buf.len() as u64 {
+            let from = (h.offset - self.start) as usize;
+            self.next_expected = end;
+            return Ok((self.buf[from..from + len].to_vec(), 0));
+        }
+        if h.offset == self.next_expected {
+            self.sequential_reads += 1;
+        } else {
+            self.sequential_reads = 0;
+            self.window = 0;
+        }
+        self.next_expected = end;
+        if !self.eager && self.sequential_reads < 2 {
+            let mut raw = vec![0u8; len];
+            reader.file.read_exact_at(h.offset, &mut raw)?;
+            return Ok((raw, len as u64));
+        }
+        self.window = if self.eager {
+            READAHEAD_MAX
+        } else {
+            (self.window * 2).clamp(READAHEAD_MIN, READAHEAD_MAX)
+        };
+        let fetch = (len.max(self.window) as u64).min(reader.blocks_end - h.offset) as usize;
+        self.buf.resize(fetch, 0);
+        reader.file.read_exact_at(h.offset, &mut self.buf)?;
+        self.start = h.offset;
+        Ok((self.buf[..len].to_vec(), fetch as u64))
+    }
+}
+
+impl BlockReader {
     /// Decodes an index value into a handle that lies inside the block area.
     fn handle(&self, v: &[u8], index_offset: u64) -> Result<BlockHandle> {
         let h = BlockHandle::decode_varint(v)
@@ -190,6 +256,30 @@ impl Table {
         self.reader.handle(v, self.index_offset)
     }
 
+    /// The data block at `h` for an iterator: from the cache when present, else through the
+    /// iterator's read-ahead.
+    fn data_block_ahead(
+        &self,
+        h: BlockHandle,
+        fill_cache: bool,
+        ahead: &mut Readahead,
+    ) -> Result<Arc<Block>> {
+        if let Some(b) = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get(self.cache_id, h.offset))
+        {
+            return Ok(b);
+        }
+        let (raw, _) = ahead.read(&self.reader, h)?;
+        let contents = self.reader.decode_contents(h, &raw)?;
+        let block = Arc::new(Block::new(contents).map_err(|e| self.corrupt(h.offset, e))?);
+        if let (Some(c), true) = (&self.cache, fill_cache) {
+            c.insert(self.cache_id, h.offset, Arc::clone(&block));
+        }
+        Ok(block)
+    }
+
     /// The data block at `h`, from the cache when present.
     fn data_block(
         &self,
@@ -273,6 +363,10 @@ impl Table {
     }
 
     /// A two-level iterator over every entry.
+    ///
+    /// Blocks missing from the cache are read ahead once the iterator moves sequentially; an
+    /// iterator that does not fill the cache (a compaction, a bulk scan) reads ahead the largest
+    /// window from its first block.
     pub fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIter {
         TableIter {
             table: Arc::clone(self),
@@ -281,6 +375,10 @@ impl Table {
             data_offset: 0,
             fill_cache,
             error: None,
+            ahead: Readahead {
+                eager: !fill_cache,
+                ..Readahead::default()
+            },
         }
     }
 
@@ -335,6 +433,7 @@ pub struct TableIter {
     data_offset: u64,
     fill_cache: bool,
     error: Option<Error>,
+    ahead: Readahead,
 }
 
 impl TableIter {
@@ -367,8 +466,9 @@ impl TableIter {
                 // NB: callers reposition `data`, so the block just needs to be the right one.
                 return Ok((h, d));
             }
-            let mut trace = ReadTrace::default();
-            let block = self.table.data_block(h, self.fill_cache, &mut trace)?;
+            let block = self
+                .table
+                .data_block_ahead(h, self.fill_cache, &mut self.ahead)?;
             Ok((h, block.iter()))
         });
         match result {
@@ -788,6 +888,61 @@ mod tests {
         assert_eq!(t.get(&lookup, true, &mut trace).unwrap(), None);
         assert!(!trace.filter_checked);
         assert_eq!(collect_forward(&mut t.iter(false)), input);
+    }
+
+    /// Counts the positional reads made on a file held in memory.
+    struct CountingMemFile(crate::sst::testutil::MemFile, std::sync::atomic::AtomicU64);
+
+    impl RandomAccessFile for CountingMemFile {
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_exact_at(offset, buf)
+        }
+
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+    }
+
+    #[test]
+    fn read_ahead_serves_sequential_blocks_from_one_read() {
+        let input = entries(3000);
+        let (bytes, props) = build_table(&input, opts(Compression::None));
+        assert!(props.num_data_blocks > 50);
+        let file = Arc::new(CountingMemFile(
+            crate::sst::testutil::MemFile(bytes),
+            Default::default(),
+        ));
+        let t = Table::open(file.clone(), test_path(), None).unwrap();
+        let reads = || file.1.load(std::sync::atomic::Ordering::Relaxed);
+        let at_open = reads();
+        // Eager read-ahead (no cache filling): a few window-sized reads for the whole table.
+        assert_eq!(collect_forward(&mut t.iter(false)), input);
+        let eager = reads() - at_open;
+        assert!(
+            eager * 10 < props.num_data_blocks,
+            "{eager} reads for {} blocks",
+            props.num_data_blocks
+        );
+        // Adaptive read-ahead: it starts after two sequential blocks and still sees every entry,
+        // backwards too, and after seeks that break the sequence.
+        let before = reads();
+        assert_eq!(collect_forward(&mut t.iter(true)), input);
+        assert!(reads() - before < props.num_data_blocks / 2);
+        // (collect_backward returns the entries in key order.)
+        assert!(
+            collect_backward(&mut t.iter(true)) == input,
+            "backward scan differs"
+        );
+        let mut it = t.iter(true);
+        for i in [2500, 10, 1200, 2999, 0] {
+            it.seek(&input[i].0);
+            assert_eq!(it.key(), input[i].0.as_slice());
+            it.next();
+            if i + 1 < input.len() {
+                assert_eq!(it.key(), input[i + 1].0.as_slice());
+            }
+        }
     }
 
     #[test]
