@@ -30,7 +30,7 @@ use crate::sst::BlockCache;
 use crate::stats::{self, Counters, LevelStats, Stats, TierStats};
 use crate::tier::{Tiers, WriteKind};
 use crate::version::VersionSet;
-use crate::wal::log::LogWriter;
+use crate::wal::WalSet;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -69,7 +69,7 @@ pub(crate) struct DbInner {
     progress_cv: Condvar,
     writers: Mutex<VecDeque<Arc<Writer>>>,
     writers_cv: Condvar,
-    wal: Mutex<Option<LogWriter>>,
+    wal: Mutex<Option<WalSet>>,
     counters: Counters,
     _lock: Box<dyn FileLock>,
 }

@@ -18,6 +18,7 @@ use crate::stats::Counters;
 use crate::tier::{self, FileKind, Tiers, WriteKind};
 use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
 use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
+use crate::wal::WalSet;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -89,7 +90,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         (Arc::new(MemTable::new(0)), mems.into(), None)
     } else {
         let (number, wal) = recover_to_tables(&ctx)?;
-        (Arc::new(MemTable::new(number)), VecDeque::new(), Some(wal))
+        let wals = WalSet::new(number, wal);
+        (Arc::new(MemTable::new(number)), VecDeque::new(), Some(wals))
     };
 
     let block_cache =
@@ -238,6 +240,11 @@ fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
 
 /// Replays the live WALs into memtables, handing each full memtable (and the last one) to
 /// `sink`.
+///
+/// Records must continue each other's sequence numbers, across WAL files too. A damaged record
+/// or a gap ends the history quietly when a crash can explain it (no later record proves that
+/// the bytes were synced, see `wal::set`); otherwise it is corruption, as the recovery mode
+/// decides.
 fn replay_wals(
     ctx: &OutputCtx<'_>,
     sink: &mut dyn FnMut(Arc<MemTable>) -> Result<()>,
@@ -248,50 +255,49 @@ fn replay_wals(
     if let Some(&last) = wals.last() {
         ctx.versions.mark_file_number_used(last);
     }
-    let mode = ctx.opts.wal_recovery_mode;
     let mut mem = Arc::new(MemTable::new(0));
     let mut max_seq = ctx.versions.last_sequence();
-    'wals: for (i, &number) in wals.iter().enumerate() {
-        let path = ctx.tiers.path(0, FileKind::Wal, number);
-        let mut reader = LogReader::open(ctx.tiers.fs().as_ref(), &path, mode)?;
+    let mut next_seq: Option<u64> = None;
+    // Salvage keeps every intact batch, so it does not check for gaps.
+    let check_gaps = ctx.opts.wal_recovery_mode != RecoveryMode::SkipAnyCorruptedRecords;
+    'wals: for i in 0..wals.len() {
+        let path = ctx.tiers.path(0, FileKind::Wal, wals[i]);
+        let mut reader =
+            LogReader::open(ctx.tiers.fs().as_ref(), &path, ctx.opts.wal_recovery_mode)?;
+        let mut first_in_file = true;
         while let Some((offset, payload)) = reader.next_record()? {
-            let Some((seq, batch)) = WriteBatch::decode(payload) else {
-                match mode {
-                    RecoveryMode::SkipAnyCorruptedRecords => continue,
-                    RecoveryMode::PointInTime => break 'wals,
-                    _ => {
-                        return Err(Error::corruption(
-                            &path,
-                            offset,
-                            "WAL record is not a valid write batch",
-                        ))
-                    }
+            let defect = match WriteBatch::decode(payload) {
+                None => Some(Defect::Undecodable),
+                Some((seq, _)) if check_gaps && next_seq.is_some_and(|n| n != seq) => {
+                    Some(Defect::Gap {
+                        expected: next_seq.unwrap_or_default(),
+                        found: seq,
+                        at_file_start: first_in_file,
+                    })
+                }
+                Some((seq, batch)) => {
+                    max_seq = max_seq.max(mem.insert_batch(seq, &batch) - 1);
+                    next_seq = Some(seq + batch.len() as u64);
+                    None
                 }
             };
-            max_seq = max_seq.max(mem.insert_batch(seq, &batch) - 1);
+            first_in_file = false;
+            if let Some(defect) = defect {
+                match on_defect(ctx, &wals, i, &path, offset, &defect)? {
+                    Flow::Skip => continue,
+                    Flow::Stop => break 'wals,
+                }
+            }
             if mem.approximate_bytes() >= ctx.opts.write_buffer_size {
                 ctx.versions.set_last_sequence(max_seq);
                 sink(std::mem::replace(&mut mem, Arc::new(MemTable::new(0))))?;
             }
         }
-        let Some((offset, what)) = reader.tail().damage else {
-            continue;
-        };
-        match mode {
-            RecoveryMode::SkipAnyCorruptedRecords => continue,
-            // A newer WAL is created only after this one was synced; so if a newer WAL holds a
-            // record, the damaged bytes had been durable and a crash cannot explain them.
-            RecoveryMode::TolerateCorruptedTail | RecoveryMode::AbsoluteConsistency
-                if later_wal_has_record(ctx, &wals[i + 1..])? =>
-            {
-                return Err(Error::corruption(
-                    &path,
-                    offset,
-                    format!("{what}, in a WAL that a newer, non-empty WAL follows"),
-                ));
+        if let Some((offset, what)) = reader.tail().damage {
+            match on_defect(ctx, &wals, i, &path, offset, &Defect::Damaged(what))? {
+                Flow::Skip => {}
+                Flow::Stop => break,
             }
-            // The end of the recoverable history: later WALs hold nothing or are not trusted.
-            _ => break,
         }
     }
     ctx.versions.set_last_sequence(max_seq);
@@ -301,13 +307,72 @@ fn replay_wals(
     sink(mem)
 }
 
-/// True if any of the WALs `numbers` holds at least one intact record.
-fn later_wal_has_record(ctx: &OutputCtx<'_>, numbers: &[u64]) -> Result<bool> {
+/// Something wrong met while replaying a WAL.
+enum Defect {
+    /// The log reader found damage it did not already turn into an error.
+    Damaged(String),
+    /// A record with intact checksums whose payload is not a write batch.
+    Undecodable,
+    /// A record that does not continue the sequence numbers of the one before it.
+    Gap {
+        expected: u64,
+        found: u64,
+        at_file_start: bool,
+    },
+}
+
+/// What replay does after a defect.
+enum Flow {
+    /// Leave the record out and go on (salvage mode).
+    Skip,
+    /// History ends here; later records and WALs are not replayed.
+    Stop,
+}
+
+/// Decides about a defect in WAL `wals[i]` at `offset`, by recovery mode and by whether a crash
+/// can explain it.
+fn on_defect(
+    ctx: &OutputCtx<'_>,
+    wals: &[u64],
+    i: usize,
+    path: &std::path::Path,
+    offset: u64,
+    defect: &Defect,
+) -> Result<Flow> {
+    let (what, crash_explains) = match defect {
+        // Bytes lost past this point, or an older WAL's unsynced tail lost: explainable unless
+        // a later record proves those bytes had been synced.
+        Defect::Damaged(what) => (what.clone(), !has_sync_evidence(ctx, &wals[i + 1..])?),
+        Defect::Gap {
+            expected,
+            found,
+            at_file_start: true,
+        } => (
+            format!("sequence gap: this WAL starts at {found}, the previous one ended before {expected}"),
+            !has_sync_evidence(ctx, &wals[i..])?,
+        ),
+        Defect::Gap { expected, found, .. } => {
+            (format!("sequence gap: expected {expected}, found {found}"), false)
+        }
+        Defect::Undecodable => ("WAL record is not a valid write batch".to_string(), false),
+    };
+    match ctx.opts.wal_recovery_mode {
+        RecoveryMode::SkipAnyCorruptedRecords => Ok(Flow::Skip),
+        RecoveryMode::PointInTime => Ok(Flow::Stop),
+        RecoveryMode::TolerateCorruptedTail if crash_explains => Ok(Flow::Stop),
+        _ => Err(Error::corruption(path, offset, what)),
+    }
+}
+
+/// True if any record of the WALs `numbers` was written after a sync of its file: then every
+/// older WAL was complete on stable storage (see `wal::set`).
+fn has_sync_evidence(ctx: &OutputCtx<'_>, numbers: &[u64]) -> Result<bool> {
     for &number in numbers {
         let path = ctx.tiers.path(0, FileKind::Wal, number);
         let mut reader =
             LogReader::open(ctx.tiers.fs().as_ref(), &path, RecoveryMode::PointInTime)?;
-        if reader.next_record()?.is_some() {
+        while reader.next_record()?.is_some() {}
+        if reader.max_synced_through() > 0 {
             return Ok(true);
         }
     }

@@ -101,7 +101,7 @@ impl DbInner {
             payloads.push(b.encode_with_seq(seq));
             seq += n;
         }
-        self.append_wal(&payloads, durability)?;
+        self.append_wal(&payloads, durability, first)?;
         let mem = Arc::clone(&self.state.lock().mem);
         let mut s = first;
         for b in &batches {
@@ -118,16 +118,14 @@ impl DbInner {
         Ok(())
     }
 
-    fn append_wal(&self, payloads: &[&[u8]], durability: Durability) -> Result<()> {
+    fn append_wal(&self, payloads: &[&[u8]], durability: Durability, first: u64) -> Result<()> {
         let mut guard = self.wal.lock();
-        let wal = guard
+        let wals = guard
             .as_mut()
             .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
-        let result = wal.add_records(payloads).and_then(|()| match durability {
-            Durability::Buffered => Ok(()),
-            Durability::Flush => wal.flush(),
-            Durability::Sync => wal.sync(),
-        });
+        // An empty batch numbered like the group's first write: replay skips it.
+        let mut marker = WriteBatch::new();
+        let result = wals.append(payloads, durability, marker.encode_with_seq(first));
         if let Err(e) = &result {
             // A failed write or sync leaves the log's durable state unknown: stop writing.
             self.set_bg_error(e);
@@ -180,29 +178,23 @@ impl DbInner {
         let number = self.versions.new_file_number();
         let path = self.tiers.path(0, FileKind::Wal, number);
         let mut guard = self.wal.lock();
-        // NB: the old WAL is synced before the new file exists, so a newer WAL that holds any
-        // record proves every older WAL was complete and durable (recovery relies on this).
-        let sealed = guard
+        // NB: the old WAL is sealed unsynced; `WalSet` syncs it before any newer WAL is synced.
+        let rotated = guard
             .as_mut()
             .ok_or_else(|| Error::Closed("the WAL is closed".into()))
-            .and_then(|old| {
-                old.sync()?;
+            .and_then(|wals| {
                 let file = self
                     .tiers
                     .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
                     .with_preallocation(WAL_PREALLOCATION);
                 self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
-                Ok(std::mem::replace(old, LogWriter::new(file, path)))
+                wals.rotate(number, LogWriter::new(file, path))
             });
-        let old = match sealed {
-            Ok(old) => old,
-            Err(e) => {
-                self.set_bg_error(&e);
-                return Err(e);
-            }
-        };
+        if let Err(e) = rotated {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
         drop(guard);
-        let _ = old.close();
         {
             let mut state = self.state.lock();
             let full = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(number)));

@@ -480,6 +480,8 @@ pub struct LogReader {
     pos: usize,
     tail: LogTail,
     state: ReadState,
+    /// The largest `synced_through` of the records returned so far.
+    max_synced_through: u64,
 }
 
 impl LogReader {
@@ -498,6 +500,7 @@ impl LogReader {
             pos: 0,
             tail: LogTail::default(),
             state: ReadState::Reading,
+            max_synced_through: 0,
         }
     }
 
@@ -538,7 +541,14 @@ impl LogReader {
         &self.path
     }
 
+    /// The largest `synced_through` among the records returned so far: above zero once a
+    /// record written after a successful sync of this file was read.
+    pub fn max_synced_through(&self) -> u64 {
+        self.max_synced_through
+    }
+
     fn accept(&mut self, r: Record) {
+        self.max_synced_through = self.max_synced_through.max(r.synced_through);
         self.pos = r.end();
         self.tail.clean_end = r.end() as u64;
         if let Some((at, _)) = self.tail.damage {
