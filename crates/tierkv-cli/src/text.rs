@@ -144,24 +144,7 @@ fn hex_digit(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
-/// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`; `unlimited` for `u64::MAX`.
-pub fn human_bytes(bytes: u64) -> String {
-    if bytes == u64::MAX {
-        return "unlimited".into();
-    }
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
+pub use tierkv::stats::human_bytes;
 
 #[cfg(test)]
 mod tests {

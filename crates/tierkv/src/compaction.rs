@@ -195,20 +195,7 @@ impl EntryFilter {
 mod tests {
     use super::*;
     use crate::key::internal_key;
-
-    fn meta(number: u64, lo: &[u8], hi: &[u8], size: u64, seq: SeqNo) -> Arc<FileMeta> {
-        Arc::new(FileMeta {
-            number,
-            tier: 0,
-            size,
-            smallest: internal_key(lo, seq, ValueKind::Value),
-            largest: internal_key(hi, seq, ValueKind::Value),
-            smallest_seq: seq,
-            largest_seq: seq,
-            num_entries: 1,
-            num_deletions: 0,
-        })
-    }
+    use crate::version::tests::meta;
 
     fn opts() -> Options {
         Options {

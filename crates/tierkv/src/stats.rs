@@ -160,7 +160,8 @@ impl Stats {
     }
 }
 
-fn human(bytes: u64) -> String {
+/// A byte count for people: `512 B`, `1.5 KiB`, `3.2 GiB`; `unlimited` for `u64::MAX`.
+pub fn human_bytes(bytes: u64) -> String {
     if bytes == u64::MAX {
         return "unlimited".into();
     }
@@ -191,14 +192,14 @@ impl fmt::Display for Stats {
                 f,
                 "  {:<10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}",
                 t.name,
-                human(t.capacity),
-                human(t.bytes_used),
+                human_bytes(t.capacity),
+                human_bytes(t.bytes_used),
                 t.files,
-                human(t.wal_bytes_written),
-                human(t.flush_bytes_written),
-                human(t.compaction_bytes_written),
-                human(t.meta_bytes_written),
-                human(t.bytes_read),
+                human_bytes(t.wal_bytes_written),
+                human_bytes(t.flush_bytes_written),
+                human_bytes(t.compaction_bytes_written),
+                human_bytes(t.meta_bytes_written),
+                human_bytes(t.bytes_read),
             )?;
         }
         writeln!(f, "levels:")?;
@@ -210,14 +211,14 @@ impl fmt::Display for Stats {
             let placement: Vec<String> = l
                 .by_tier
                 .iter()
-                .map(|(t, n, b)| format!("{t}: {n} files {}", human(*b)))
+                .map(|(t, n, b)| format!("{t}: {n} files {}", human_bytes(*b)))
                 .collect();
             writeln!(
                 f,
                 "  L{}: {} files, {}, reads served {} [{}]",
                 l.level,
                 l.files,
-                human(l.bytes),
+                human_bytes(l.bytes),
                 l.reads_served,
                 placement.join(", ")
             )?;
@@ -226,7 +227,7 @@ impl fmt::Display for Stats {
             f,
             "writes: {} batches, {} user bytes, {} WAL groups (avg {:.2} writes/group, {} synced)",
             self.writes,
-            human(self.user_bytes_written),
+            human_bytes(self.user_bytes_written),
             self.write_groups,
             self.average_group_size(),
             self.synced_groups
@@ -251,8 +252,8 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "block cache: {hits} hits, {misses} misses, {} of {}",
-            human(usage),
-            human(cap)
+            human_bytes(usage),
+            human_bytes(cap)
         )?;
         writeln!(
             f,
@@ -260,7 +261,7 @@ impl fmt::Display for Stats {
             self.flushes,
             self.compactions,
             self.trivial_moves,
-            human(self.compaction_bytes_read)
+            human_bytes(self.compaction_bytes_read)
         )?;
         writeln!(
             f,
@@ -272,7 +273,7 @@ impl fmt::Display for Stats {
         write!(
             f,
             "memtable: {} active, {} immutable; last sequence {}; {} snapshots",
-            human(self.memtable_bytes),
+            human_bytes(self.memtable_bytes),
             self.immutable_memtables,
             self.last_sequence,
             self.snapshots

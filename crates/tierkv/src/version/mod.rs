@@ -204,15 +204,16 @@ fn bad_level(level: usize) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind};
 
-    pub(crate) fn meta(number: u64, lo: &[u8], hi: &[u8], seq: SeqNo) -> Arc<FileMeta> {
+    /// A table of `size` bytes on tier 0 holding `lo..=hi`, all written at `seq`.
+    pub(crate) fn meta(number: u64, lo: &[u8], hi: &[u8], size: u64, seq: SeqNo) -> Arc<FileMeta> {
         Arc::new(FileMeta {
             number,
             tier: 0,
-            size: 100,
+            size,
             smallest: internal_key(lo, seq, ValueKind::Value),
             largest: internal_key(hi, seq, ValueKind::Value),
             smallest_seq: seq,
@@ -228,11 +229,11 @@ mod tests {
             .apply(
                 &[],
                 &[
-                    (0, meta(1, b"a", b"m", 5)),
-                    (0, meta(2, b"c", b"z", 9)),
-                    (1, meta(3, b"a", b"f", 1)),
-                    (1, meta(4, b"g", b"p", 1)),
-                    (2, meta(5, b"a", b"z", 1)),
+                    (0, meta(1, b"a", b"m", 100, 5)),
+                    (0, meta(2, b"c", b"z", 100, 9)),
+                    (1, meta(3, b"a", b"f", 100, 1)),
+                    (1, meta(4, b"g", b"p", 100, 1)),
+                    (2, meta(5, b"a", b"z", 100, 1)),
                 ],
             )
             .unwrap();
@@ -252,7 +253,10 @@ mod tests {
         let v = Version::empty(2)
             .apply(
                 &[],
-                &[(1, meta(1, b"a", b"m", 1)), (1, meta(2, b"k", b"z", 1))],
+                &[
+                    (1, meta(1, b"a", b"m", 100, 1)),
+                    (1, meta(2, b"k", b"z", 100, 1)),
+                ],
             )
             .unwrap();
         assert!(v.check_invariants().is_err());
