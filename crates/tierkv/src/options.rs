@@ -257,25 +257,40 @@ impl Options {
             }
         }
         let reserve = self.wal_reserve();
+        let tables = 2 * self.target_file_size.min(self.write_buffer_size as u64);
         let fast = self.tiers[0].capacity;
-        if fast != u64::MAX && fast < reserve.saturating_mul(2) {
+        if fast != u64::MAX && fast < reserve.saturating_add(tables) {
             return Err(Error::invalid(format!(
-                "option tiers[0].capacity = {fast} is too small: it must be at least twice the WAL \
-                 reserve ({reserve} bytes; see fast_tier_wal_reserve and write_buffer_size)"
+                "option tiers[0].capacity = {fast} is too small: it must hold the WAL reserve \
+                 ({reserve} bytes; see fast_tier_wal_reserve, write_buffer_size and \
+                 max_immutable_memtables) plus two tables ({tables} bytes)"
             )));
         }
         Ok(())
     }
 
     /// Bytes of tier 0 that tables may not use.
+    ///
+    /// The default covers what can live there at once: a WAL per memtable (the active one, the
+    /// immutable ones and one flushed but not yet deleted), each up to a memtable and its WAL
+    /// preallocation step, and two MANIFESTs at their roll size (the old one while the new one
+    /// is written).
     pub fn wal_reserve(&self) -> u64 {
         self.fast_tier_wal_reserve.unwrap_or_else(|| {
-            let want = (self.max_immutable_memtables as u64 + 2) * self.write_buffer_size as u64;
-            match self.tiers.first() {
-                Some(t) if t.capacity != u64::MAX => want.min(t.capacity / 4),
-                _ => want,
-            }
+            let wals = self.max_immutable_memtables as u64 + 2;
+            let per_wal = self.write_buffer_size as u64 + self.wal_preallocation_step();
+            wals * per_wal + 2 * self.manifest_roll_bytes()
         })
+    }
+
+    /// WAL disk space is reserved this many bytes at a time (`fallocate`).
+    pub fn wal_preallocation_step(&self) -> u64 {
+        (self.write_buffer_size as u64 / 8).clamp(64 << 10, 4 << 20)
+    }
+
+    /// A MANIFEST that reaches this size is replaced by a fresh, compact one.
+    pub fn manifest_roll_bytes(&self) -> u64 {
+        (self.write_buffer_size as u64).clamp(64 << 10, 64 << 20)
     }
 
     /// Target total bytes of `level` (L1 and deeper).

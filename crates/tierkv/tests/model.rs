@@ -125,9 +125,10 @@ fn model_lof3_tight_fast_tier_overflows() {
     run(Config {
         levels_on_fast: 3,
         block_size: 512,
-        // L1 + L2 alone want 64 + 256 KiB; the fast tier has 192 KiB for tables.
+        // L1 + L2 alone want 64 + 256 KiB; the fast tier has 192 KiB for tables (832 KiB less
+        // the 640 KiB WAL reserve).
         level_multiplier: 4,
-        fast_capacity: Some(256 << 10),
+        fast_capacity: Some(832 << 10),
         ..base_config("lof3-lz4-tight-fast-tier", 4)
     });
 }
@@ -1144,12 +1145,12 @@ impl Harness {
 ///
 /// Deterministic: automatic compactions are off while the data is laid out. The data is written
 /// with `levels_on_fast = 0` (so it sits on the capacity tier), then the database is reopened
-/// with `levels_on_fast = 2` and a 256 KiB fast tier, and one manual compaction moves ~300 KiB
-/// into L1, which prefers the fast tier.
+/// with `levels_on_fast = 2` and an 832 KiB fast tier (192 KiB for tables after the WAL
+/// reserve), and one manual compaction moves ~300 KiB into L1, which prefers the fast tier.
 #[test]
 fn fast_tier_budget_holds_when_one_compaction_writes_many_tables() {
     let fs = FaultFs::new(1);
-    let capacity = 256 << 10;
+    let capacity = 832 << 10;
     let opts = |levels_on_fast: usize, auto_compaction: bool| {
         let mut b = Options::builder()
             .tier(TierConfig::new("fast", "/db/fast").with_capacity(capacity))

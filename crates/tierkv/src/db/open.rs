@@ -27,11 +27,10 @@ use std::sync::Arc;
 pub const LOCK_FILE: &str = "LOCK";
 /// User-space buffer of the WAL writer.
 pub(crate) const WAL_BUFFER: usize = 256 << 10;
-/// WAL space is reserved this many bytes at a time, so a sync need not allocate blocks.
-pub(crate) const WAL_PREALLOCATION: u64 = 4 << 20;
 
 pub(super) fn open(opts: Options) -> Result<DbInner> {
     opts.validate()?;
+    check_tier_names(&opts)?;
     let fs = Arc::clone(&opts.fs);
     let dir0 = opts.tiers[0].path.clone();
     if !fs.exists(&dir0.join(crate::version::CURRENT_FILE)) {
@@ -72,8 +71,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         opts.num_levels,
         db_id,
         recovered.as_ref(),
-        // The MANIFEST lives in tier 0's WAL reserve: keep it well inside it.
-        (opts.wal_reserve() / 4).clamp(64 << 10, 64 << 20),
+        // The MANIFEST lives in tier 0's WAL reserve, which counts two of this size.
+        opts.manifest_roll_bytes(),
     )?;
     check_tables_present(&tiers, &versions)?;
     let ctx = OutputCtx {
@@ -139,7 +138,7 @@ fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<(u64, LogWriter)> {
     let file = ctx
         .tiers
         .create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?
-        .with_preallocation(WAL_PREALLOCATION);
+        .with_preallocation(ctx.opts.wal_preallocation_step());
     ctx.tiers.fs().sync_dir(&ctx.tiers.get(0).dir)?;
     Ok((wal_number, LogWriter::new(file, wal_path)))
 }
@@ -178,6 +177,32 @@ fn check_new_database_dirs(opts: &Options) -> Result<()> {
                 tier.name
             )));
         }
+    }
+    Ok(())
+}
+
+/// Each tier directory that already belongs to a tier must be configured under that tier's
+/// name: a mix-up is reported as such before anything is read or written.
+fn check_tier_names(opts: &Options) -> Result<()> {
+    for t in &opts.tiers {
+        let Some((_, owner)) = tier::read_identity(opts.fs.as_ref(), &t.path)? else {
+            continue;
+        };
+        if owner == t.name {
+            continue;
+        }
+        let hint = match opts.tiers.iter().find(|o| o.name == owner) {
+            Some(o) => format!(
+                "; tier '{owner}' is configured with {}: the tier directories are swapped",
+                o.path.display()
+            ),
+            None => String::new(),
+        };
+        return Err(Error::invalid(format!(
+            "tier '{}' is configured with directory {}, which belongs to tier '{owner}'{hint}",
+            t.name,
+            t.path.display()
+        )));
     }
     Ok(())
 }

@@ -11,7 +11,7 @@
 //! INVARIANT: the WAL is a single append stream synced as a prefix; an older WAL is synced
 //! before a newer one receives writes, so any crash leaves a prefix of history.
 
-use super::open::{WAL_BUFFER, WAL_PREALLOCATION};
+use super::open::WAL_BUFFER;
 use super::DbInner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -186,7 +186,7 @@ impl DbInner {
                 let file = self
                     .tiers
                     .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
-                    .with_preallocation(WAL_PREALLOCATION);
+                    .with_preallocation(self.opts.wal_preallocation_step());
                 self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
                 wals.rotate(number, LogWriter::new(file, path))
             });

@@ -3,34 +3,39 @@
 //!
 //! A memtable switch seals the active WAL without syncing it (its bytes are handed to the OS).
 //! Durability order is kept on the sync path instead:
-//! - INVARIANT: before any sync of a WAL, every older WAL is synced. So a record that is
-//!   durable implies every older record is.
-//! - INVARIANT: when a sync makes older sealed WALs durable, the active WAL is synced once
-//!   more before the acknowledged records are appended (an empty-batch marker is written first
-//!   if it is empty), so those records carry `synced_through > 0`. A record with
-//!   `synced_through > 0` thus proves that every older WAL was complete on stable storage,
-//!   which recovery uses to tell corruption from a crash that lost unsynced bytes.
+//! - INVARIANT: before any sync of a WAL, every older sealed WAL is synced. So a record that
+//!   is durable implies every older record is.
+//! - INVARIANT: while older sealed WALs are live, the first synced group of the active WAL is
+//!   preceded by one more sync of the active WAL (after an empty-batch marker record if it is
+//!   still empty), so every record it acknowledges carries `synced_through > 0`. A record with
+//!   `synced_through > 0` thus proves that every older live WAL was complete on stable
+//!   storage, which recovery uses to tell corruption from a crash that lost unsynced bytes.
+//!   Without older live WALs there is nothing to prove and no extra sync.
 
 use super::log::LogWriter;
 use crate::error::Result;
 use crate::options::Durability;
 use std::collections::VecDeque;
 
-/// The active WAL and the sealed, not yet durable ones. Owned by the group-commit leader.
+/// The active WAL and the sealed, live ones. Owned by the group-commit leader.
 pub struct WalSet {
     active: LogWriter,
     active_number: u64,
-    /// Sealed WALs whose bytes may not be durable yet, oldest first.
-    unsynced: VecDeque<(u64, LogWriter)>,
+    /// Sealed WALs whose memtables are not flushed yet, oldest first, with their writer while
+    /// their bytes may not be durable.
+    sealed: VecDeque<(u64, Option<LogWriter>)>,
+    /// Whether records appended to the active WAL now carry the proof described above.
+    proven: bool,
 }
 
 impl WalSet {
-    /// A set whose active WAL is `writer`, numbered `number`, with nothing older pending.
+    /// A set whose active WAL is `writer`, numbered `number`, with no older WAL live.
     pub fn new(number: u64, writer: LogWriter) -> Self {
         WalSet {
             active: writer,
             active_number: number,
-            unsynced: VecDeque::new(),
+            sealed: VecDeque::new(),
+            proven: false,
         }
     }
 
@@ -41,19 +46,20 @@ impl WalSet {
 
     /// Appends one record per payload to the active WAL and makes them as durable as asked.
     /// `marker` is a payload that changes nothing on replay (an empty batch), written first
-    /// when older WALs had to be synced and the active WAL is still empty.
+    /// when the proof sync finds the active WAL empty.
     pub fn append(
         &mut self,
         payloads: &[&[u8]],
         durability: Durability,
         marker: &[u8],
     ) -> Result<()> {
-        if durability == Durability::Sync && !self.unsynced.is_empty() {
-            self.sync_older()?;
+        if durability == Durability::Sync && !self.proven && !self.sealed.is_empty() {
+            self.sync_sealed()?;
             if self.active.size() == 0 {
                 self.active.add_record(marker)?;
             }
             self.active.sync()?;
+            self.proven = true;
         }
         self.active.add_records(payloads)?;
         match durability {
@@ -63,12 +69,15 @@ impl WalSet {
         }
     }
 
-    /// Syncs every sealed WAL, oldest first, and closes it.
-    fn sync_older(&mut self) -> Result<()> {
-        while let Some((_, wal)) = self.unsynced.front_mut() {
-            wal.sync()?;
-            let (_, wal) = self.unsynced.pop_front().expect("front exists");
-            wal.close()?;
+    /// Syncs and closes every sealed WAL that may not be durable, oldest first.
+    fn sync_sealed(&mut self) -> Result<()> {
+        for (_, slot) in self.sealed.iter_mut() {
+            if let Some(wal) = slot.as_mut() {
+                wal.sync()?;
+            }
+            if let Some(wal) = slot.take() {
+                wal.close()?;
+            }
         }
         Ok(())
     }
@@ -78,18 +87,21 @@ impl WalSet {
         self.active.flush()?;
         let old = std::mem::replace(&mut self.active, writer);
         let old_number = std::mem::replace(&mut self.active_number, number);
-        if old.synced_through() == old.size() {
+        let still_open = if old.synced_through() == old.size() {
             old.close()?;
+            None
         } else {
-            self.unsynced.push_back((old_number, old));
-        }
+            Some(old)
+        };
+        self.sealed.push_back((old_number, still_open));
+        self.proven = false;
         Ok(())
     }
 
     /// Forgets sealed WALs numbered below `log_number`: their memtables are in tables now.
     pub fn release_below(&mut self, log_number: u64) {
-        while self.unsynced.front().is_some_and(|(n, _)| *n < log_number) {
-            if let Some((_, wal)) = self.unsynced.pop_front() {
+        while self.sealed.front().is_some_and(|(n, _)| *n < log_number) {
+            if let Some((_, Some(wal))) = self.sealed.pop_front() {
                 let _ = wal.close();
             }
         }
@@ -97,8 +109,10 @@ impl WalSet {
 
     /// Closes every WAL, handing buffered bytes to the OS.
     pub fn close(self) -> Result<()> {
-        for (_, wal) in self.unsynced {
-            wal.close()?;
+        for (_, wal) in self.sealed {
+            if let Some(wal) = wal {
+                wal.close()?;
+            }
         }
         self.active.close()
     }
