@@ -77,6 +77,8 @@ pub trait Engine: Send + Sync {
     fn scan(&self, start: &[u8], n: usize) -> Result<usize>;
     /// Flushes memtables (between load and run phases).
     fn flush(&self) -> Result<()>;
+    /// Waits until no flush or compaction is running or pending.
+    fn settle(&self) -> Result<()>;
     /// Counters since open.
     fn counters(&self) -> EngineCounters;
 }
@@ -175,6 +177,10 @@ mod tierkv_engine {
 
         fn flush(&self) -> Result<()> {
             Ok(self.db.flush()?)
+        }
+
+        fn settle(&self) -> Result<()> {
+            Ok(self.db.wait_for_compactions()?)
         }
 
         fn counters(&self) -> EngineCounters {
@@ -348,6 +354,18 @@ mod rocks {
 
         fn flush(&self) -> Result<()> {
             Ok(self.db.flush()?)
+        }
+
+        fn settle(&self) -> Result<()> {
+            let int = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+            while int("rocksdb.compaction-pending") > 0
+                || int("rocksdb.num-running-compactions") > 0
+                || int("rocksdb.num-running-flushes") > 0
+                || int("rocksdb.mem-table-flush-pending") > 0
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(())
         }
 
         fn counters(&self) -> EngineCounters {

@@ -103,6 +103,9 @@ struct Args {
     /// Write the JSON report(s) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Start the run phase without waiting for the load phase's compactions to finish.
+    #[arg(long)]
+    no_settle: bool,
     /// Keep the engines' directories after the run.
     #[arg(long)]
     keep: bool,
@@ -229,6 +232,10 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
     let load = if spec.workload.needs_load() {
         let l = runner::load(engine.as_ref(), spec)?;
         engine.flush()?;
+        if !args.no_settle {
+            // Both engines start the run phase with no compaction debt from the load.
+            engine.settle()?;
+        }
         Some(l)
     } else {
         None

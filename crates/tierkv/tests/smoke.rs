@@ -127,3 +127,24 @@ fn reverse_iteration_and_bounds_and_snapshots() {
     assert_eq!(it.key(), key(97));
     assert_eq!(it.value(), b"v1");
 }
+
+#[test]
+fn wait_for_compactions_leaves_every_level_under_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(dir.path(), 1);
+    let db = Db::open(o.clone()).unwrap();
+    for i in 0..20_000 {
+        db.put(&WriteOptions::default(), &key(i), &[b'v'; 100])
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let stats = db.stats();
+    assert!(
+        stats.levels[0].files < o.l0_compaction_trigger as u64,
+        "{stats}"
+    );
+    for l in stats.levels.iter().skip(1).take(o.num_levels - 2) {
+        assert!(l.bytes <= o.level_target_bytes(l.level), "{stats}");
+    }
+}

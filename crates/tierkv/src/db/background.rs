@@ -316,6 +316,25 @@ fn finish_table(ctx: &OutputCtx<'_>, mut t: OpenTable) -> Result<TableOutput> {
     })
 }
 
+/// Waits until no flush or compaction runs and none is needed.
+pub(super) fn wait_idle(db: &DbInner) -> Result<()> {
+    let mut state = db.state.lock();
+    loop {
+        if let Some(e) = &state.bg_error {
+            return Err(e.duplicate());
+        }
+        let busy = !state.imm.is_empty() || state.flush_running || state.compactions_running > 0;
+        let needed =
+            || compaction::pick(&db.versions.current(), &db.opts, &state.busy_files).is_some();
+        if db.opts.read_only || state.shutting_down || (!busy && !needed()) {
+            return Ok(());
+        }
+        db.bg_cv.notify_all();
+        db.progress_cv
+            .wait_for(&mut state, std::time::Duration::from_millis(100));
+    }
+}
+
 /// Compacts `[begin, end]` level by level down to the deepest level holding data there.
 pub(super) fn compact_range(db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
     let version = db.versions.current();

@@ -183,6 +183,13 @@ impl Db {
         background::compact_range(&self.inner, begin, end)
     }
 
+    /// Waits until no flush or compaction is running or needed (every level under its
+    /// target), e.g. between a bulk load and a measurement. Returns the sticky error if
+    /// background work failed.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        background::wait_idle(&self.inner)
+    }
+
     /// Statistics since open.
     pub fn stats(&self) -> Stats {
         self.inner.stats()
