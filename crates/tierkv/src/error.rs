@@ -129,7 +129,7 @@ impl fmt::Display for Error {
                 p.display()
             ),
             Error::NoSpace { tier } => {
-                write!(f, "no space left on tier '{tier}' or any later tier")
+                write!(f, "no space left on tier '{tier}'")
             }
             Error::Busy(m) => write!(f, "busy: {m}"),
             Error::Closed(m) => write!(f, "database closed: {m}"),

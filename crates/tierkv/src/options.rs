@@ -82,6 +82,9 @@ pub struct Options {
     pub l0_slowdown_trigger: usize,
     /// L0 file count at which writes stop until compaction catches up. Default 36. Must be > slowdown.
     pub l0_stop_trigger: usize,
+    /// Write rate, in bytes per second, that writes are held to while L0 is at or past the
+    /// slowdown trigger. Default 16 MiB/s. Range 1 KiB/s..
+    pub delayed_write_rate: u64,
     /// Target size of L1. Default 256 MiB. Range 64 KiB..
     pub max_bytes_for_level_base: u64,
     /// Each level's target is this many times the previous one. Default 10. Range 2..=100.
@@ -138,6 +141,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 20,
             l0_stop_trigger: 36,
+            delayed_write_rate: 16 << 20,
             max_bytes_for_level_base: 256 << 20,
             level_size_multiplier: 10,
             target_file_size: 64 << 20,
@@ -205,6 +209,12 @@ impl Options {
             "max_bytes_for_level_base",
             self.max_bytes_for_level_base,
             64 << 10,
+            u64::MAX,
+        )?;
+        check_range(
+            "delayed_write_rate",
+            self.delayed_write_rate,
+            1 << 10,
             u64::MAX,
         )?;
         check_range("level_size_multiplier", self.level_size_multiplier, 2, 100)?;
@@ -396,6 +406,8 @@ struct TomlOptions {
     l0_slowdown_trigger: Option<usize>,
     l0_stop_trigger: Option<usize>,
     #[serde(default, deserialize_with = "de_opt_size")]
+    delayed_write_rate: Option<u64>,
+    #[serde(default, deserialize_with = "de_opt_size")]
     max_bytes_for_level_base: Option<u64>,
     level_size_multiplier: Option<u64>,
     #[serde(default, deserialize_with = "de_opt_size")]
@@ -434,6 +446,7 @@ impl TomlOptions {
                 .unwrap_or(d.l0_compaction_trigger),
             l0_slowdown_trigger: self.l0_slowdown_trigger.unwrap_or(d.l0_slowdown_trigger),
             l0_stop_trigger: self.l0_stop_trigger.unwrap_or(d.l0_stop_trigger),
+            delayed_write_rate: self.delayed_write_rate.unwrap_or(d.delayed_write_rate),
             max_bytes_for_level_base: self
                 .max_bytes_for_level_base
                 .unwrap_or(d.max_bytes_for_level_base),
@@ -503,6 +516,8 @@ impl OptionsBuilder {
         l0_slowdown_trigger: usize,
         /// See [`Options::l0_stop_trigger`].
         l0_stop_trigger: usize,
+        /// See [`Options::delayed_write_rate`].
+        delayed_write_rate: u64,
         /// See [`Options::max_bytes_for_level_base`].
         max_bytes_for_level_base: u64,
         /// See [`Options::level_size_multiplier`].

@@ -177,12 +177,13 @@ impl Tiers {
         kind: WriteKind,
         buffer: usize,
     ) -> Result<BufferedFile> {
-        let inner = self.fs.create(path)?;
-        let counter = Arc::clone(&self.tiers[tier].counters);
+        let name = &self.tiers[tier].name;
+        let inner = self.fs.create(path).map_err(|e| out_of_space(e, name))?;
         let counted = CountingFile {
             inner,
-            counters: counter,
+            counters: Arc::clone(&self.tiers[tier].counters),
             kind,
+            tier: name.clone(),
         };
         Ok(BufferedFile::new(Box::new(counted), buffer))
     }
@@ -363,17 +364,32 @@ struct CountingFile {
     inner: Box<dyn WritableFile>,
     counters: Arc<TierCounters>,
     kind: WriteKind,
+    tier: String,
+}
+
+/// A file system out of space is reported as `NoSpace` naming the tier.
+fn out_of_space(e: Error, tier: &str) -> Error {
+    match &e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+            Error::NoSpace {
+                tier: tier.to_string(),
+            }
+        }
+        _ => e,
+    }
 }
 
 impl WritableFile for CountingFile {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.inner.append(data)?;
+        self.inner
+            .append(data)
+            .map_err(|e| out_of_space(e, &self.tier))?;
         self.counters.written[self.kind as usize].fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.inner.sync()
+        self.inner.sync().map_err(|e| out_of_space(e, &self.tier))
     }
 
     fn size(&self) -> u64 {
@@ -381,7 +397,9 @@ impl WritableFile for CountingFile {
     }
 
     fn preallocate(&mut self, offset: u64, len: u64) -> Result<()> {
-        self.inner.preallocate(offset, len)
+        self.inner
+            .preallocate(offset, len)
+            .map_err(|e| out_of_space(e, &self.tier))
     }
 
     fn close(self: Box<Self>) -> Result<()> {

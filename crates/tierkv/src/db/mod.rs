@@ -70,6 +70,8 @@ pub(crate) struct DbInner {
     writers: Mutex<VecDeque<Arc<Writer>>>,
     writers_cv: Condvar,
     wal: Mutex<Option<WalSet>>,
+    /// While writes are slowed: when the next write may start. Only the leader takes it.
+    next_write_at: Mutex<Option<std::time::Instant>>,
     counters: Counters,
     _lock: Box<dyn FileLock>,
 }

@@ -114,6 +114,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         writers: Mutex::new(VecDeque::new()),
         writers_cv: Condvar::new(),
         wal: Mutex::new(wal),
+        next_write_at: Mutex::new(None),
         counters: Counters::default(),
         _lock: lock,
         tiers,

@@ -8,8 +8,8 @@
 //!
 //! INVARIANT: sequence numbers are published only after every entry up to them is in the
 //! memtable, so a reader never sees write n+1 without write n.
-//! INVARIANT: the WAL is a single append stream synced as a prefix; an older WAL is synced
-//! before a newer one receives writes, so any crash leaves a prefix of history.
+//! INVARIANT: each WAL is an append stream synced as a prefix, and an older WAL is synced
+//! before a newer one is (`wal::set`), so recovery can always rebuild a prefix of history.
 
 use super::open::WAL_BUFFER;
 use super::DbInner;
@@ -63,7 +63,8 @@ impl DbInner {
         }
         // Leader. Followers may enqueue meanwhile; the group is taken under the lock.
         drop(queue);
-        let room = self.make_room(me.force_switch);
+        let bytes = me.batch.lock().as_ref().map_or(0, WriteBatch::user_bytes);
+        let room = self.make_room(me.force_switch, bytes);
         let mut queue = self.writers.lock();
         let group: Vec<Arc<Writer>> = match room {
             Ok(()) => take_group(&queue),
@@ -134,22 +135,28 @@ impl DbInner {
     }
 
     /// Ensures the active memtable can take a write, stalling or switching as needed.
-    fn make_room(&self, force_switch: bool) -> Result<()> {
+    fn make_room(&self, force_switch: bool, bytes: u64) -> Result<()> {
         let mut delayed = false;
         let mut state = self.state.lock();
         loop {
             self.check_writable(&state)?;
             let l0 = self.versions.current().levels[0].len();
             let mem_full = state.mem.approximate_bytes() >= self.opts.write_buffer_size;
-            if !delayed && l0 >= self.opts.l0_slowdown_trigger {
-                // Give compaction a little room, once per write.
-                drop(state);
-                let t = Instant::now();
-                std::thread::sleep(Duration::from_millis(1));
-                self.record_stall(t, false);
+            let slow = l0 >= self.opts.l0_slowdown_trigger;
+            if !delayed {
                 delayed = true;
-                state = self.state.lock();
-            } else if !(mem_full || force_switch && !state.mem.is_empty()) {
+                let wait = self.write_delay(slow, bytes);
+                if !wait.is_zero() {
+                    // Hold writes to `delayed_write_rate` so compaction can catch up.
+                    drop(state);
+                    let t = Instant::now();
+                    std::thread::sleep(wait);
+                    self.record_stall(t, false);
+                    state = self.state.lock();
+                    continue;
+                }
+            }
+            if !(mem_full || force_switch && !state.mem.is_empty()) {
                 return Ok(());
             } else if state.imm.len() >= self.opts.max_immutable_memtables
                 || l0 >= self.opts.l0_stop_trigger
@@ -164,6 +171,27 @@ impl DbInner {
                 self.switch_memtable()?;
                 return Ok(());
             }
+        }
+    }
+
+    /// How long a write of `bytes` waits while writes are slowed (`slow`), pacing them at
+    /// `delayed_write_rate`; waits shorter than a millisecond are carried to the next write.
+    fn write_delay(&self, slow: bool, bytes: u64) -> Duration {
+        let mut next = self.next_write_at.lock();
+        let now = Instant::now();
+        if !slow {
+            *next = None;
+            return Duration::ZERO;
+        }
+        let start = next.map_or(now, |n| n.max(now));
+        let cost =
+            Duration::from_secs_f64(bytes.max(1) as f64 / self.opts.delayed_write_rate as f64);
+        *next = Some(start + cost);
+        let wait = start.saturating_duration_since(now);
+        if wait < Duration::from_millis(1) {
+            Duration::ZERO
+        } else {
+            wait
         }
     }
 
