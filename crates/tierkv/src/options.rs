@@ -101,7 +101,8 @@ pub struct Options {
     pub compression: Compression,
     /// Shared block cache budget in bytes (0 disables the cache). Default 64 MiB.
     pub block_cache_bytes: usize,
-    /// Background threads for flush and compaction. Default 2. Range 1..=64.
+    /// Background threads for flush and compaction; with two or more, one is kept free for
+    /// flushes. Default 2. Range 1..=64.
     pub background_threads: usize,
     /// How WAL damage is treated at recovery. Default `TolerateCorruptedTail`.
     pub wal_recovery_mode: RecoveryMode,

@@ -1,8 +1,9 @@
 //! Background work: memtable flushes, compactions and deletion of obsolete files.
 //!
 //! `background_threads` workers wait on `bg_cv`. Flushes go first (one at a time, oldest
-//! memtable first, so L0 stays ordered); other workers run compactions whose inputs are
-//! disjoint (files in `busy_files`). A failed job sets the sticky error: writes stop until the
+//! memtable first, so L0 stays ordered); up to `background_threads - 1` workers (at least one)
+//! run compactions whose inputs are disjoint (files in `busy_files`), so with two or more
+//! workers one is always free for a flush. A failed job sets the sticky error: writes stop until the
 //! database is reopened, reads go on.
 
 use super::DbInner;
@@ -62,8 +63,14 @@ fn next_job(db: &DbInner) -> Option<Job> {
                     return Some(Job::Flush(mem));
                 }
             }
+            // NB: with two or more workers one is always left for flushes, so a flush never
+            // waits behind long compactions while writers stall on full memtables.
+            let compaction_slots = db.opts.background_threads.saturating_sub(1).max(1);
             let version = db.versions.current();
-            if let Some(task) = compaction::pick(&version, &db.opts, &state.busy_files) {
+            let picked = (state.compactions_running < compaction_slots)
+                .then(|| compaction::pick(&version, &db.opts, &state.busy_files))
+                .flatten();
+            if let Some(task) = picked {
                 state.busy_files.extend(task.all_inputs().map(|f| f.number));
                 state.compactions_running += 1;
                 return Some(Job::Compaction(task));
