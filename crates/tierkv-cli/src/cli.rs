@@ -153,6 +153,10 @@ pub struct LoadArgs {
     /// Lines per atomic write batch.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
+    /// Flush and wait for background compaction before printing the summary, so the bytes
+    /// per tier and the write amplification are final.
+    #[arg(long)]
+    pub wait: bool,
 }
 
 #[derive(Args, Debug)]

@@ -123,7 +123,36 @@ pub fn load(db: &Db, enc: Encoding, args: &LoadArgs, input: &mut dyn BufRead) ->
         db.write(&wopts, batch)?;
     }
     print_load_summary(&count, start.elapsed().as_secs_f64());
+    if args.wait && result.is_ok() {
+        db.flush()?;
+        db.wait_for_compactions()?;
+        eprintln!(
+            "flushed and compacted after {:.3} s",
+            start.elapsed().as_secs_f64()
+        );
+    }
+    print_tier_summary(&db.stats());
     result.map(|()| OK)
+}
+
+/// Bytes written per tier by kind, and the write amplification so far.
+fn print_tier_summary(stats: &tierkv::Stats) {
+    for t in &stats.tiers {
+        eprintln!(
+            "tier {}: {} written (WAL {}, flush {}, compaction {}, meta {}), {} in tables",
+            t.name,
+            human_bytes(t.bytes_written()),
+            human_bytes(t.wal_bytes_written),
+            human_bytes(t.flush_bytes_written),
+            human_bytes(t.compaction_bytes_written),
+            human_bytes(t.meta_bytes_written),
+            human_bytes(t.bytes_used),
+        );
+    }
+    eprintln!(
+        "write amplification {:.2} (bytes written to all tiers / key and value bytes)",
+        stats.write_amplification()
+    );
 }
 
 /// Calls `each` with every `(key, value)` of `input`.
