@@ -482,25 +482,17 @@ impl TableIter {
 
     /// Moves forward past exhausted data blocks.
     fn skip_forward(&mut self) {
-        loop {
-            self.collect_corruption();
-            if self.error.is_some() || self.data.as_ref().is_some_and(BlockIter::valid) {
-                return;
-            }
-            if !self.index.valid() {
-                self.data = None;
-                return;
-            }
-            self.index.next();
-            self.load_data_block();
-            if let Some(d) = &mut self.data {
-                d.seek_to_first();
-            }
-        }
+        self.skip_exhausted(true);
     }
 
     /// Moves backward past exhausted data blocks.
     fn skip_backward(&mut self) {
+        self.skip_exhausted(false);
+    }
+
+    /// Steps the index (forward or not) until a data block has an entry to stand on, landing
+    /// on the block's first or last entry.
+    fn skip_exhausted(&mut self, forward: bool) {
         loop {
             self.collect_corruption();
             if self.error.is_some() || self.data.as_ref().is_some_and(BlockIter::valid) {
@@ -510,10 +502,16 @@ impl TableIter {
                 self.data = None;
                 return;
             }
-            self.index.prev();
+            if forward {
+                self.index.next();
+            } else {
+                self.index.prev();
+            }
             self.load_data_block();
-            if let Some(d) = &mut self.data {
-                d.seek_to_last();
+            match (&mut self.data, forward) {
+                (Some(d), true) => d.seek_to_first(),
+                (Some(d), false) => d.seek_to_last(),
+                (None, _) => {}
             }
         }
     }
