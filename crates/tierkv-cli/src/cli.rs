@@ -203,6 +203,10 @@ pub struct DemoArgs {
     /// Seed of the key and value generator (default: random).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Remove a database left in the tier directories by an earlier run first (only
+    /// directories that are tierkv tiers). Always done for the default ./tierkv-data tiers.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// Parses `NAME=DIR[:CAPACITY]`. A `:` suffix is a capacity only if it starts with a digit, so

@@ -23,6 +23,10 @@ const KEY_LEN: usize = 16;
 
 /// `demo`: create, load, flush, read back, then report throughput and what the tiers did.
 pub fn demo(engine: &EngineArgs, args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
+    let default_tiers = engine.tiers.is_empty() && engine.config.is_none();
+    if args.replace || default_tiers {
+        remove_previous_run(&engine.options(demo_options())?, out)?;
+    }
     let db = engine
         .open_with(demo_options(), OpenMode::CreateNew)
         .map_err(explain_existing)?;
@@ -50,6 +54,41 @@ fn demo_options() -> Options {
     }
 }
 
+/// Deletes the tier directories of an earlier demo run. A directory that is not a tierkv tier
+/// (no identity file) but holds files is left alone and reported.
+fn remove_previous_run(opts: &Options, out: &mut dyn Write) -> Result<()> {
+    let fs = tierkv::env::PosixFs::new();
+    for tier in &opts.tiers {
+        let dir = &tier.path;
+        if !dir.exists() {
+            continue;
+        }
+        let is_tier = tierkv::tier::read_identity(&fs, dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .is_some();
+        let is_empty = std::fs::read_dir(dir)
+            .with_context(|| format!("listing {}", dir.display()))?
+            .next()
+            .is_none();
+        if is_empty {
+            continue;
+        }
+        if !is_tier {
+            bail!(
+                "{} holds files but is not a tierkv tier directory; not removing it",
+                dir.display()
+            );
+        }
+        writeln!(
+            out,
+            "removing the previous demo database's tier {}",
+            dir.display()
+        )?;
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// Adds what to do when the demo's directories already hold a database.
 fn explain_existing(err: anyhow::Error) -> anyhow::Error {
     let exists = err
@@ -57,7 +96,8 @@ fn explain_existing(err: anyhow::Error) -> anyhow::Error {
         .any(|c| matches!(c.downcast_ref(), Some(tierkv::Error::AlreadyExists(_))));
     if exists {
         err.context(
-            "demo creates a new database: remove the old one or pass --tier with new directories",
+            "demo creates a new database: pass --replace to remove the old one, or --tier with \
+             new directories",
         )
     } else {
         err

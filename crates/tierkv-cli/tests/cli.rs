@@ -344,12 +344,62 @@ fn demo_small_run_prints_throughput_and_stats() {
     ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
+    // The default ./tierkv-data tiers belong to the demo: a second run starts over.
+    let again = s.ok(&args);
+    assert!(
+        again.contains("removing the previous demo database"),
+        "{again}"
+    );
+    assert!(again.contains("every key found"), "{again}");
+}
+
+#[test]
+fn demo_on_explicit_tiers_replaces_only_with_replace_and_only_tierkv_dirs() {
+    let s = Sandbox::new();
+    let fast = format!("fast={}", s.path().join("f").display());
+    let cap = format!("capacity={}", s.path().join("c").display());
+    let args = [
+        "--tier",
+        &fast,
+        "--tier",
+        &cap,
+        "demo",
+        "--records",
+        "500",
+        "--reads",
+        "50",
+    ];
+    s.ok(&args);
     let again = s.run(&args);
     assert_eq!(code(&again), 4);
+    assert!(stderr(&again).contains("--replace"), "{}", stderr(&again));
+    let mut replace = args.to_vec();
+    replace.push("--replace");
+    s.ok(&replace);
+    // A directory that is not a tierkv tier is never removed.
+    let foreign = s.path().join("mine");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "keep me").unwrap();
+    let fast = format!("fast={}", foreign.display());
+    let out = s.run(&[
+        "--tier",
+        &fast,
+        "--tier",
+        &cap,
+        "demo",
+        "--replace",
+        "--records",
+        "10",
+    ]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
     assert!(
-        stderr(&again).contains("already exists"),
+        stderr(&out).contains("not a tierkv tier"),
         "{}",
-        stderr(&again)
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("notes.txt")).unwrap(),
+        "keep me"
     );
 }
 
