@@ -11,7 +11,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, InternalKey, SeqNo, ValueKind};
 use crossbeam_skiplist::SkipMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Per-entry bookkeeping charged to the budget on top of key and value bytes.
@@ -34,7 +34,6 @@ pub struct MemTable {
     bytes: AtomicUsize,
     /// Number of the WAL file that logs this memtable's writes.
     wal_number: u64,
-    largest_seq: AtomicU64,
 }
 
 impl MemTable {
@@ -44,7 +43,6 @@ impl MemTable {
             map: SkipMap::new(),
             bytes: AtomicUsize::new(0),
             wal_number,
-            largest_seq: AtomicU64::new(0),
         }
     }
 
@@ -54,7 +52,6 @@ impl MemTable {
         let charge = ikey.len() + value.len() + ENTRY_OVERHEAD;
         self.map.insert(InternalKey(ikey), value.to_vec());
         self.bytes.fetch_add(charge, Ordering::Relaxed);
-        self.largest_seq.fetch_max(seq, Ordering::Relaxed);
     }
 
     /// Inserts every operation of `batch`, numbered from `first_seq`; returns the next unused
@@ -104,11 +101,6 @@ impl MemTable {
     /// The WAL file holding this memtable's writes.
     pub fn wal_number(&self) -> u64 {
         self.wal_number
-    }
-
-    /// Largest sequence number inserted (0 if empty).
-    pub fn largest_seq(&self) -> SeqNo {
-        self.largest_seq.load(Ordering::Relaxed)
     }
 
     /// A cursor over all entries.

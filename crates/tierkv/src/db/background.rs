@@ -27,6 +27,13 @@ pub(super) struct OutputCtx<'a> {
     pub versions: &'a VersionSet,
 }
 
+impl OutputCtx<'_> {
+    /// The MANIFEST record of a new table at `level`.
+    pub fn record(&self, level: usize, meta: &FileMeta) -> crate::version::NewFile {
+        meta.to_new_file(level, &self.tiers.get(meta.tier).name)
+    }
+}
+
 /// A table written by a flush or compaction, with the tier space reserved for it until the
 /// version that lists it is installed.
 pub(super) struct TableOutput {
@@ -71,8 +78,7 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 .then(|| compaction::pick(&version, &db.opts, &state.busy_files))
                 .flatten();
             if let Some(task) = picked {
-                state.busy_files.extend(task.all_inputs().map(|f| f.number));
-                state.compactions_running += 1;
+                state.claim(&task);
                 return Some(Job::Compaction(task));
             }
         }
@@ -85,12 +91,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
         let mut state = db.state.lock();
         match job {
             Job::Flush(_) => state.flush_running = false,
-            Job::Compaction(task) => {
-                state.compactions_running -= 1;
-                for f in task.all_inputs() {
-                    state.busy_files.remove(&f.number);
-                }
-            }
+            Job::Compaction(task) => state.release(task),
         }
     }
     if let Err(e) = result {
@@ -116,7 +117,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     )?;
     let mut edit = VersionEdit::default();
     for out in &files {
-        edit.new_files.push(db.new_file_record(0, &out.meta));
+        edit.new_files.push(db.output_ctx().record(0, &out.meta));
     }
     edit.log_number = Some({
         let state = db.state.lock();
@@ -141,18 +142,18 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
     let preferred =
         placement::preferred_tier(out_level, db.opts.levels_on_fast, db.tiers.all().len());
     let mut edit = VersionEdit::default();
-    for f in task.all_inputs() {
-        let level = if task.inputs.iter().any(|i| i.number == f.number) {
-            task.level
-        } else {
-            out_level
-        };
-        edit.deleted_files.push((level, f.number));
-    }
+    let deleted = |level: usize, files: &[Arc<FileMeta>]| {
+        files
+            .iter()
+            .map(move |f| (level, f.number))
+            .collect::<Vec<_>>()
+    };
+    edit.deleted_files = deleted(task.level, &task.inputs);
+    edit.deleted_files
+        .extend(deleted(out_level, &task.next_inputs));
     if let [only] = task.inputs.as_slice() {
         if task.next_inputs.is_empty() && only.tier == preferred {
-            edit.new_files
-                .push(only.to_new_file(out_level, &db.tiers.get(only.tier).name));
+            edit.new_files.push(db.output_ctx().record(out_level, only));
             Counters::add(&db.counters.trivial_moves, 1);
             return db.versions.log_and_apply(edit).map(|_| ());
         }
@@ -177,7 +178,7 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
     )?;
     for out in &files {
         edit.new_files
-            .push(db.new_file_record(out_level, &out.meta));
+            .push(db.output_ctx().record(out_level, &out.meta));
     }
     db.versions.log_and_apply(edit)?;
     db.clear_pending(files.iter().map(|o| o.meta.number));
@@ -386,11 +387,26 @@ fn claim_manual_task(
             .all_inputs()
             .all(|f| !state.busy_files.contains(&f.number))
         {
-            state.busy_files.extend(task.all_inputs().map(|f| f.number));
-            state.compactions_running += 1;
+            state.claim(&task);
             return Ok(Some(task));
         }
         db.progress_cv.wait(&mut state);
+    }
+}
+
+impl super::State {
+    /// Marks a compaction's inputs busy and counts it as running.
+    fn claim(&mut self, task: &CompactionTask) {
+        self.busy_files.extend(task.all_inputs().map(|f| f.number));
+        self.compactions_running += 1;
+    }
+
+    /// Undoes [`Self::claim`] when the compaction ends.
+    fn release(&mut self, task: &CompactionTask) {
+        self.compactions_running -= 1;
+        for f in task.all_inputs() {
+            self.busy_files.remove(&f.number);
+        }
     }
 }
 
@@ -427,11 +443,6 @@ impl DbInner {
     /// Wakes the workers (after a memtable switch, or at open).
     pub(super) fn maybe_schedule(&self) {
         self.bg_cv.notify_all();
-    }
-
-    /// The MANIFEST record of a new table at `level`.
-    pub(super) fn new_file_record(&self, level: usize, meta: &FileMeta) -> crate::version::NewFile {
-        meta.to_new_file(level, &self.tiers.get(meta.tier).name)
     }
 
     /// Deletes tables no live version lists, WALs below the log number and old MANIFESTs.

@@ -420,9 +420,7 @@ fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionE
         WriteKind::Flush,
         &mut || ctx.versions.new_file_number(),
     )?;
-    for out in files {
-        let tier = &ctx.tiers.get(out.meta.tier).name;
-        edit.new_files.push(out.meta.to_new_file(0, tier));
-    }
+    edit.new_files
+        .extend(files.iter().map(|out| ctx.record(0, &out.meta)));
     Ok(())
 }

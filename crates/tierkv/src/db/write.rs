@@ -125,8 +125,8 @@ impl DbInner {
             .as_mut()
             .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
         // An empty batch numbered like the group's first write: replay skips it.
-        let mut marker = WriteBatch::new();
-        let result = wals.append(payloads, durability, marker.encode_with_seq(first));
+        let marker = || WriteBatch::new().encode_with_seq(first).to_vec();
+        let result = wals.append(payloads, durability, marker);
         if let Err(e) = &result {
             // A failed write or sync leaves the log's durable state unknown: stop writing.
             self.set_bg_error(e);

@@ -164,21 +164,37 @@ impl Version {
         added: &[(usize, Arc<FileMeta>)],
     ) -> Result<Version> {
         let mut next = self.clone();
+        next.apply_unsorted(deleted, added)?;
+        next.sort_levels();
+        Ok(next)
+    }
+
+    /// Removes `deleted` and adds `added` in place, leaving the level order to
+    /// [`Version::sort_levels`] (replay applies many edits and sorts once).
+    pub(crate) fn apply_unsorted(
+        &mut self,
+        deleted: &[(usize, u64)],
+        added: &[(usize, Arc<FileMeta>)],
+    ) -> Result<()> {
         for &(level, number) in deleted {
-            let files = next.levels.get_mut(level).ok_or_else(|| bad_level(level))?;
+            let files = self.levels.get_mut(level).ok_or_else(|| bad_level(level))?;
             files.retain(|f| f.number != number);
         }
         for (level, f) in added {
-            next.levels
+            self.levels
                 .get_mut(*level)
                 .ok_or_else(|| bad_level(*level))?
                 .push(f.clone());
         }
-        next.levels[0].sort_by(l0_order);
-        for files in next.levels.iter_mut().skip(1) {
+        Ok(())
+    }
+
+    /// Restores the level order of the module invariant.
+    pub(crate) fn sort_levels(&mut self) {
+        self.levels[0].sort_by(l0_order);
+        for files in self.levels.iter_mut().skip(1) {
             files.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
         }
-        Ok(next)
     }
 
     /// Checks the level invariants (used after recovery and in debug builds).

@@ -161,7 +161,7 @@ impl VersionSet {
     fn replay(&self, rec: &RecoveredManifest) -> Result<()> {
         let mut version = Version::empty(self.current().levels.len());
         for edit in &rec.edits {
-            version = self.apply_edit(&version, edit)?;
+            version.apply_unsorted(&edit.deleted_files, &self.added_files(edit)?)?;
             if let Some(n) = edit.log_number {
                 self.log_number.store(n, Ordering::Relaxed);
             }
@@ -177,6 +177,7 @@ impl VersionSet {
             .load(Ordering::Relaxed)
             .max(rec.manifest_number + 1);
         self.next_file_number.store(next, Ordering::Relaxed);
+        version.sort_levels();
         version.check_invariants().map_err(|what| {
             Error::corruption(
                 self.dir.join(crate::tier::file_name(
@@ -195,17 +196,23 @@ impl VersionSet {
     }
 
     fn apply_edit(&self, base: &Version, edit: &VersionEdit) -> Result<Version> {
-        let mut added = Vec::with_capacity(edit.new_files.len());
-        for nf in &edit.new_files {
-            let tier = self.tiers.index_of(&nf.tier).ok_or_else(|| {
-                Error::invalid(format!(
-                    "the database keeps table {} on tier '{}', which is not configured",
-                    nf.number, nf.tier
-                ))
-            })?;
-            added.push((nf.level, Arc::new(meta_from_new_file(nf, tier))));
-        }
-        base.apply(&edit.deleted_files, &added)
+        base.apply(&edit.deleted_files, &self.added_files(edit)?)
+    }
+
+    /// The tables `edit` adds, with their tier names resolved to configured tiers.
+    fn added_files(&self, edit: &VersionEdit) -> Result<Vec<(usize, Arc<FileMeta>)>> {
+        edit.new_files
+            .iter()
+            .map(|nf| {
+                let tier = self.tiers.index_of(&nf.tier).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "the database keeps table {} on tier '{}', which is not configured",
+                        nf.number, nf.tier
+                    ))
+                })?;
+                Ok((nf.level, Arc::new(meta_from_new_file(nf, tier))))
+            })
+            .collect()
     }
 
     fn install(&self, version: Version) -> Arc<Version> {

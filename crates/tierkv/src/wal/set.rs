@@ -39,24 +39,19 @@ impl WalSet {
         }
     }
 
-    /// Number of the active WAL.
-    pub fn active_number(&self) -> u64 {
-        self.active_number
-    }
-
     /// Appends one record per payload to the active WAL and makes them as durable as asked.
-    /// `marker` is a payload that changes nothing on replay (an empty batch), written first
+    /// `marker` makes a payload that changes nothing on replay (an empty batch), written first
     /// when the proof sync finds the active WAL empty.
     pub fn append(
         &mut self,
         payloads: &[&[u8]],
         durability: Durability,
-        marker: &[u8],
+        marker: impl FnOnce() -> Vec<u8>,
     ) -> Result<()> {
         if durability == Durability::Sync && !self.proven && !self.sealed.is_empty() {
             self.sync_sealed()?;
             if self.active.size() == 0 {
-                self.active.add_record(marker)?;
+                self.active.add_record(&marker())?;
             }
             self.active.sync()?;
             self.proven = true;
