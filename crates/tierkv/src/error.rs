@@ -47,6 +47,12 @@ pub enum Error {
     },
     /// The engine is temporarily unable to take the request (queues full); retry later.
     Busy(String),
+    /// A transaction's commit lost a race: another write changed `key` after the transaction
+    /// began and before it committed. Nothing of the transaction was written; retry it.
+    Conflict {
+        /// The first key found changed.
+        key: Vec<u8>,
+    },
     /// The database was closed, or stopped accepting writes after a failed sync
     /// or a failed background job; reopen it to continue.
     Closed(String),
@@ -102,6 +108,7 @@ impl Error {
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::NoSpace { tier } => Error::NoSpace { tier: tier.clone() },
             Error::Busy(m) => Error::Busy(m.clone()),
+            Error::Conflict { key } => Error::Conflict { key: key.clone() },
             Error::Closed(m) => Error::Closed(m.clone()),
         }
     }
@@ -132,6 +139,11 @@ impl fmt::Display for Error {
                 write!(f, "no space left on tier '{tier}'")
             }
             Error::Busy(m) => write!(f, "busy: {m}"),
+            Error::Conflict { key } => write!(
+                f,
+                "transaction conflict: key {} changed since the transaction began",
+                key.escape_ascii()
+            ),
             Error::Closed(m) => write!(f, "database closed: {m}"),
         }
     }

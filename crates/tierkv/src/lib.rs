@@ -27,6 +27,7 @@ pub mod compaction;
 mod db;
 pub mod env;
 pub mod error;
+pub mod handle;
 pub mod iter;
 pub mod key;
 pub mod memtable;
@@ -42,9 +43,10 @@ pub mod wal;
 pub use batch::WriteBatch;
 pub use db::{Db, DbIterator, Entries, LiveFile};
 pub use error::{Error, Result};
+pub use handle::Handle;
 pub use options::{
     Compression, Durability, Options, OptionsBuilder, ReadOptions, RecoveryMode, TierConfig,
-    WriteOptions,
+    WalMode, WriteOptions,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, Stats, TierStats};

@@ -109,8 +109,38 @@ pub struct Options {
     /// Bytes of tier 0 kept free for the WAL and MANIFEST: tables never use them. Default:
     /// `(max_immutable_memtables + 2) * write_buffer_size`, capped at a quarter of tier 0's budget.
     pub fast_tier_wal_reserve: Option<u64>,
+    /// How the WAL is written. Default [`WalMode::Group`].
+    pub wal: WalMode,
+    /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
+    /// many by write intensity. Default 3. Range 1..=8.
+    pub wal_loggers: usize,
+    /// Parallel WAL: writes each logger keeps in flight. Default 4. Range 1..=64.
+    pub wal_inflight: usize,
+    /// Parallel WAL: bytes of one memtable's log page group; a memtable is switched when its
+    /// group fills. Default `2 * write_buffer_size`. Rounded up to whole pages.
+    pub wal_group_bytes: Option<u64>,
+    /// Parallel WAL: submit page writes through io_uring on an `O_DIRECT` descriptor when the
+    /// kernel and file system allow it (else `pwritev2` from the logger). Default true.
+    pub wal_io_uring: bool,
+    /// Threads serving asynchronous reads and deferred writes. Default 2. Range 1..=64.
+    pub pipeline_workers: usize,
+    /// Asynchronous requests admitted but not completed, beyond which `submit_*` returns
+    /// `Busy`. Default 4096. Range 1..=1_000_000.
+    pub max_pending_requests: usize,
     /// The file system all I/O goes through. Default: the POSIX one.
     pub fs: Arc<dyn Fs>,
+}
+
+/// How the write-ahead log is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WalMode {
+    /// One log file per memtable written by a group-commit leader (RocksDB's scheme).
+    #[default]
+    Group,
+    /// A preallocated page area on tier 0 written by several loggers at once (SpanDB's
+    /// parallel WAL); see `docs/parallel-wal.md`.
+    Parallel,
 }
 
 impl fmt::Debug for Options {
@@ -154,6 +184,13 @@ impl Default for Options {
             background_threads: 2,
             wal_recovery_mode: RecoveryMode::default(),
             fast_tier_wal_reserve: None,
+            wal: WalMode::Group,
+            wal_loggers: 3,
+            wal_inflight: 4,
+            wal_group_bytes: None,
+            wal_io_uring: true,
+            pipeline_workers: 2,
+            max_pending_requests: 4096,
             fs: Arc::new(PosixFs::new()),
         }
     }
@@ -229,6 +266,13 @@ impl Options {
         )?;
         check_range("bloom_bits_per_key", self.bloom_bits_per_key, 0, 64)?;
         check_range("background_threads", self.background_threads, 1, 64)?;
+        check_range("wal_loggers", self.wal_loggers, 1, 8)?;
+        check_range("wal_inflight", self.wal_inflight, 1, 64)?;
+        if let Some(bytes) = self.wal_group_bytes {
+            check_range("wal_group_bytes", bytes, 64 << 10, 64 << 30)?;
+        }
+        check_range("pipeline_workers", self.pipeline_workers, 1, 64)?;
+        check_range("max_pending_requests", self.max_pending_requests, 1, 1_000_000)?;
         Ok(())
     }
 
@@ -286,12 +330,36 @@ impl Options {
     /// immutable ones and one flushed but not yet deleted), each up to a memtable and its WAL
     /// preallocation step, and two MANIFESTs at their roll size (the old one while the new one
     /// is written).
+    /// With the parallel WAL the reserve covers its whole area instead.
     pub fn wal_reserve(&self) -> u64 {
         self.fast_tier_wal_reserve.unwrap_or_else(|| {
             let wals = self.max_immutable_memtables as u64 + 2;
             let per_wal = self.write_buffer_size as u64 + self.wal_preallocation_step();
-            wals * per_wal + 2 * self.manifest_roll_bytes()
+            let logs = match self.wal {
+                WalMode::Group => wals * per_wal,
+                WalMode::Parallel => self.wal_area_bytes(),
+            };
+            logs + 2 * self.manifest_roll_bytes()
         })
+    }
+
+    /// Bytes of one parallel-WAL page group (whole 4 KiB pages).
+    pub fn wal_group_bytes(&self) -> u64 {
+        let bytes = self
+            .wal_group_bytes
+            .unwrap_or(2 * self.write_buffer_size as u64);
+        bytes.div_ceil(4096) * 4096
+    }
+
+    /// Page groups in the parallel-WAL area: the active memtable's, one per immutable
+    /// memtable, and one spare so a switch never waits for a flush to release one.
+    pub fn wal_groups(&self) -> u64 {
+        self.max_immutable_memtables as u64 + 2
+    }
+
+    /// Size of the parallel-WAL area file: two metadata pages and the groups.
+    pub fn wal_area_bytes(&self) -> u64 {
+        2 * 4096 + self.wal_groups() * self.wal_group_bytes()
     }
 
     /// WAL disk space is reserved this many bytes at a time (`fallocate`).
@@ -424,6 +492,14 @@ struct TomlOptions {
     wal_recovery_mode: Option<RecoveryMode>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_wal_reserve: Option<u64>,
+    wal: Option<WalMode>,
+    wal_loggers: Option<usize>,
+    wal_inflight: Option<usize>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    wal_group_bytes: Option<u64>,
+    wal_io_uring: Option<bool>,
+    pipeline_workers: Option<usize>,
+    max_pending_requests: Option<usize>,
 }
 
 impl TomlOptions {
@@ -467,6 +543,13 @@ impl TomlOptions {
             background_threads: self.background_threads.unwrap_or(d.background_threads),
             wal_recovery_mode: self.wal_recovery_mode.unwrap_or(d.wal_recovery_mode),
             fast_tier_wal_reserve: self.fast_tier_wal_reserve,
+            wal: self.wal.unwrap_or(d.wal),
+            wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
+            wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
+            wal_group_bytes: self.wal_group_bytes,
+            wal_io_uring: self.wal_io_uring.unwrap_or(d.wal_io_uring),
+            pipeline_workers: self.pipeline_workers.unwrap_or(d.pipeline_workers),
+            max_pending_requests: self.max_pending_requests.unwrap_or(d.max_pending_requests),
             fs: d.fs,
         }
     }
@@ -487,6 +570,12 @@ impl OptionsBuilder {
     /// Adds a tier (call in order, fastest first).
     pub fn tier(mut self, tier: TierConfig) -> Self {
         self.opts.tiers.push(tier);
+        self
+    }
+
+    /// Sets the parallel WAL's group size explicitly.
+    pub fn wal_group_bytes(mut self, bytes: u64) -> Self {
+        self.opts.wal_group_bytes = Some(bytes);
         self
     }
 
@@ -539,6 +628,18 @@ impl OptionsBuilder {
         background_threads: usize,
         /// See [`Options::wal_recovery_mode`].
         wal_recovery_mode: RecoveryMode,
+        /// See [`Options::wal`].
+        wal: WalMode,
+        /// See [`Options::wal_loggers`].
+        wal_loggers: usize,
+        /// See [`Options::wal_inflight`].
+        wal_inflight: usize,
+        /// See [`Options::wal_io_uring`].
+        wal_io_uring: bool,
+        /// See [`Options::pipeline_workers`].
+        pipeline_workers: usize,
+        /// See [`Options::max_pending_requests`].
+        max_pending_requests: usize,
         /// See [`Options::fs`].
         fs: Arc<dyn Fs>,
     }

@@ -28,7 +28,7 @@
 //!
 //! Lock order: the file-system state, then a file's bytes; no lock is taken the other way round.
 
-use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use super::{FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use parking_lot::{Mutex, MutexGuard};
 use rand::rngs::SmallRng;
@@ -119,6 +119,22 @@ impl FileData {
         let end = start + bytes.len();
         self.data.extend_from_slice(bytes);
         self.dirty.extend(start / PAGE..=(end - 1) / PAGE);
+        self.last_sector = Some((end - 1) / SECTOR);
+    }
+
+    /// Overwrites (and, past the end, extends) bytes at `offset`.
+    fn write_at(&mut self, offset: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let end = offset + bytes.len();
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        self.data[offset..end].copy_from_slice(bytes);
+        // NB: bytes from `offset` on may now differ from the durable ones.
+        self.stable = self.stable.min(offset);
+        self.dirty.extend(offset / PAGE..=(end - 1) / PAGE);
         self.last_sector = Some((end - 1) / SECTOR);
     }
 
@@ -557,6 +573,22 @@ impl Fs for FaultFs {
         Ok(size)
     }
 
+    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
+        let mut state = self.shared.lock();
+        state.begin_mutation("open", path)?;
+        let node = state.lookup_or_create("open", path)?;
+        let size = node.lock().data.len() as u64;
+        if size < len {
+            state.check_space(path, (len - size) as usize)?;
+            let mut file = node.lock();
+            file.append(&vec![0u8; (len - size) as usize]);
+            file.sync();
+        }
+        let size = size.max(len);
+        let handle = self.handle(&state, node, path);
+        Ok(Arc::new(FaultPositional { handle, size }))
+    }
+
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let mut state = self.shared.lock();
         state.lookup_or_create("open", path)?;
@@ -628,6 +660,65 @@ impl WritableFile for FaultWritable {
     }
 }
 
+struct FaultPositional {
+    handle: Handle,
+    size: u64,
+}
+
+impl PositionalFile for FaultPositional {
+    fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()> {
+        let h = &self.handle;
+        let mut state = h.live_state("pwrite")?;
+        state.begin_mutation("pwrite", &h.path)?;
+        if offset + data.len() as u64 > self.size {
+            let err = io::Error::new(io::ErrorKind::InvalidInput, "write past the file's end");
+            return Err(Error::io("pwrite", &h.path, err));
+        }
+        let mut file = h.node.lock();
+        file.write_at(offset as usize, data);
+        if durable {
+            file.sync();
+            state.syncs += 1;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let h = &self.handle;
+        let mut state = h.live_state("fdatasync")?;
+        state.begin_mutation("fdatasync", &h.path)?;
+        h.node.lock().sync();
+        state.syncs += 1;
+        Ok(())
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let h = &self.handle;
+        let _state = h.live_state("read")?;
+        let file = h.node.lock();
+        read_into(&file.data, offset, buf).map_err(|e| Error::io("read", &h.path, e))
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn path(&self) -> &Path {
+        &self.handle.path
+    }
+}
+
+/// Copies the bytes at `offset` of `data` into `buf`; `UnexpectedEof` past the end.
+fn read_into(data: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let src = start.checked_add(buf.len()).and_then(|end| data.get(start..end));
+    let Some(src) = src else {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file"));
+    };
+    buf.copy_from_slice(src);
+    Ok(())
+}
+
 struct FaultRandomAccess {
     handle: Handle,
     size: u64,
@@ -638,16 +729,7 @@ impl RandomAccessFile for FaultRandomAccess {
         let h = &self.handle;
         let _state = h.live_state("read")?;
         let file = h.node.lock();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let src = start
-            .checked_add(buf.len())
-            .and_then(|end| file.data.get(start..end));
-        let Some(src) = src else {
-            let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file");
-            return Err(Error::io("read", &h.path, eof));
-        };
-        buf.copy_from_slice(src);
-        Ok(())
+        read_into(&file.data, offset, buf).map_err(|e| Error::io("read", &h.path, e))
     }
 
     fn size(&self) -> u64 {

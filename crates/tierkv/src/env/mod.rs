@@ -50,6 +50,33 @@ pub trait Fs: Send + Sync + 'static {
     /// Takes an exclusive advisory lock on `path` (created if missing), held until the returned
     /// guard drops. Fails with [`Error::Locked`] if another holder has it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Opens `path` for positional reads and writes, creating it if missing and extending it
+    /// with written zeros to at least `len` bytes (so overwrites later change no block map).
+    /// The extension is durable when this returns; the caller syncs the directory.
+    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>>;
+}
+
+/// A file of fixed size written in place at chosen offsets, shared between threads: the
+/// parallel WAL's area. Writes from several threads may be in flight at once.
+pub trait PositionalFile: Send + Sync {
+    /// Writes `data` at `offset`. With `durable`, `data` is on stable storage when this
+    /// returns (`RWF_DSYNC`, or a write followed by `fdatasync`); other writes that completed
+    /// before may or may not be.
+    fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()>;
+    /// Makes every write that completed before this call durable (`fdatasync`).
+    fn sync(&self) -> Result<()>;
+    /// Fills `buf` with the bytes at `offset`.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// The file's size.
+    fn size(&self) -> u64;
+    /// A descriptor opened with `O_DIRECT` on the same file, for submitting page-aligned I/O
+    /// through io_uring; `None` when the file system refused `O_DIRECT` or the file is not a
+    /// real one.
+    fn direct_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
+    /// The path, for error messages.
+    fn path(&self) -> &Path;
 }
 
 /// A file opened for appending.

@@ -6,3 +6,5 @@ pub mod log;
 pub mod set;
 
 pub use set::WalSet;
+pub mod parallel;
+pub mod uring;
