@@ -269,6 +269,13 @@ impl Fs for ProbeFs {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         self.0.fault.lock(path)
     }
+    fn open_positional(
+        &self,
+        path: &Path,
+        len: u64,
+    ) -> Result<Arc<dyn tierkv::env::PositionalFile>> {
+        self.0.fault.open_positional(path, len)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

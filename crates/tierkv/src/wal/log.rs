@@ -586,7 +586,7 @@ impl LogReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::{FileLock, RandomAccessFile, WritableFile};
+    use crate::env::{FileLock, PositionalFile, RandomAccessFile, WritableFile};
     use std::sync::{Arc, Mutex};
 
     // --- an in-memory file, so these tests need no backend -----------------------------------
@@ -694,6 +694,9 @@ mod tests {
             Ok(self.1.len() as u64)
         }
         fn lock(&self, _: &Path) -> Result<Box<dyn FileLock>> {
+            unsupported()
+        }
+        fn open_positional(&self, _: &Path, _: u64) -> Result<Arc<dyn PositionalFile>> {
             unsupported()
         }
     }
