@@ -448,6 +448,8 @@ struct Spec {
     /// Each cycle writes with another area layout (group size and count) than the one
     /// before, and recovers with the next cycle's.
     vary_layout: bool,
+    /// `wal_loggers` and `wal_inflight`.
+    loggers: (usize, usize),
 }
 
 const BASE: Spec = Spec {
@@ -462,6 +464,7 @@ const BASE: Spec = Spec {
     crash_after_pages: 0,
     cycles: 1,
     vary_layout: false,
+    loggers: (3, 4),
 };
 
 /// One write of a thread, indexed by its counter (counters are never reused, across cycles
@@ -685,12 +688,13 @@ fn async_writer(
 
 /// Runs `spec`'s writers on `db`, appending to `history`, until the crasher crashes the file
 /// system: once `acked` writes were acknowledged and the loggers wrote `pages` pages, after a
-/// random delay. Returns `Stats::wal_pages` at the crash. `db` is dead on return.
+/// random delay (`None`: the writers are stopped instead). Returns `Stats::wal_pages` at the
+/// crash. `db` is dead on return, unless no crash was asked for.
 fn run_until_crash(
     db: &Db,
     fs: &TestFs,
     spec: &Spec,
-    (seed, crash): (u64, Crash),
+    (seed, crash): (u64, Option<Crash>),
     history: &mut History,
     (acked, pages): (u64, u64),
 ) -> u64 {
@@ -735,7 +739,9 @@ fn run_until_crash(
             }
             std::thread::sleep(delay);
             wal_pages = wal_pages.max(db.stats().wal_pages);
-            fs.freeze_and_crash(crash);
+            if let Some(crash) = crash {
+                fs.freeze_and_crash(crash);
+            }
             shared.stop.store(true, SeqCst);
             wal_pages
         });
@@ -988,6 +994,7 @@ fn crash_case(
         let (group_bytes, immutable) = layout(i);
         let mut o = options(&fs, mode, group_bytes);
         o.max_immutable_memtables = immutable;
+        (o.wal_loggers, o.wal_inflight) = spec.loggers;
         o
     };
     let mut history = History::new(spec.threads);
@@ -1013,7 +1020,7 @@ fn crash_case(
             &db,
             &fs,
             spec,
-            (cycle_seed, crash),
+            (cycle_seed, Some(crash)),
             &mut history,
             thresholds,
         );
@@ -1107,6 +1114,7 @@ fn crash_with_async_writes_in_flight() {
         Spec {
             name: "async-puts",
             api: Api::Async(8),
+            loggers: (8, 16),
             sync_fraction: 0.5,
             ..BASE
         },
@@ -1176,6 +1184,7 @@ fn torn_and_partly_kept_pages_many_seeds() {
     sweep(
         Spec {
             name: "torn-pages",
+            loggers: (2, 64),
             threads: 3,
             sync_fraction: 0.66,
             crash_after_acked: (5, 150),
@@ -1193,6 +1202,7 @@ fn torn_and_partly_kept_pages_many_seeds() {
     sweep(
         Spec {
             name: "holes",
+            loggers: (8, 1),
             threads: 3,
             sync_fraction: 0.05,
             crash_after_acked: (20, 300),
@@ -1511,7 +1521,7 @@ fn crash_during_recovery_loses_nothing() {
         let fs = TestFs::new(seed);
         let db = Db::open(options(&fs, WalMode::Parallel, spec.group_bytes)).unwrap();
         let mut history = History::new(spec.threads);
-        run_until_crash(&db, &fs, &spec, (seed, crash), &mut history, (300, 0));
+        run_until_crash(&db, &fs, &spec, (seed, Some(crash)), &mut history, (300, 0));
         drop_within(db, "writers");
         fs.clear_faults();
         let mut files = Vec::new();
@@ -1557,6 +1567,63 @@ fn crash_during_recovery_loses_nothing() {
     failures.assert_none("crash during recovery");
 }
 
+/// One failed call (EIO or ENOSPC; the file system is fine again right after) at a random point
+/// of a workload, and no crash: the database refuses what it cannot log safely; after a clean
+/// close it reopens with every acknowledged write (`Flush` ones too), as a prefix, and a power
+/// loss right after that reopen changes nothing.
+#[test]
+fn single_fault_while_writing_then_reopen() {
+    let spec = Spec {
+        name: "fault",
+        sync_fraction: 0.7,
+        ..BASE
+    };
+    let mut failures = Failures::default();
+    let (mut cases, mut fired) = (0, 0);
+    for seed in seeds(11000, 24) {
+        let fs = TestFs::new(seed);
+        let db = Db::open(options(&fs, WalMode::Parallel, spec.group_bytes)).unwrap();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let kind = [FaultKind::Io, FaultKind::NoSpace][seed as usize % 2];
+        let at = rng.gen_range(0..800);
+        fs.fail_after(at, kind, true);
+        let mut history = History::new(spec.threads);
+        run_until_crash(&db, &fs, &spec, (seed, None), &mut history, (600, 0));
+        drop_within(db, "close after a fault");
+        fs.clear_faults();
+        cases += 1;
+        fired += usize::from(history.logs.iter().flatten().any(|r| r.ack.is_none()));
+        let case = format!("seed {seed}: {kind:?} once after {at} calls");
+        let opts = || options(&fs, WalMode::Parallel, spec.group_bytes);
+        let result = open_and_scan(opts()).and_then(|(db, state)| {
+            verify(&spec, &history, &state, Crash::Process)?;
+            crash_now(
+                &fs,
+                db,
+                Crash::Power(CrashPolicy::DropUnsynced),
+                "after reopen",
+            );
+            let (db, again) = open_and_scan(opts())?;
+            drop_within(db, "close");
+            if again != state {
+                return Err(format!(
+                    "a power loss right after recovery changed the state: {} keys before, {} after",
+                    state.len(),
+                    again.len()
+                ));
+            }
+            Ok(())
+        });
+        failures.check(case, result);
+    }
+    eprintln!("single fault: {cases} cases, the fault failed a write in {fired}");
+    failures.assert_none("single fault while writing");
+    assert!(
+        fired * 2 >= cases,
+        "the fault failed a write in only {fired} of {cases} cases"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8: atomic batches
 // ---------------------------------------------------------------------------------------------
@@ -1597,7 +1664,7 @@ fn batches_are_atomic_across_crashes() {
 
 /// Dropping the `Db` with 200 asynchronous writes in flight completes each of them, `Ok` or
 /// `Closed`, never leaves one pending. After the clean close every `Ok` write is there; after a
-/// power loss right after it, every `Ok` `Sync` write, as a prefix of what was acknowledged.
+/// power loss right after it, or during it, every `Ok` `Sync` write.
 #[test]
 fn close_with_requests_in_flight() {
     let spec = Spec {
@@ -1627,16 +1694,32 @@ fn close_with_requests_in_flight() {
             let h = db.submit_put(&write_options(sync), &plain_key(0, c), &value(0, c));
             handles.push(h.unwrap_or_else(|e| panic!("seed {seed}: submit {c}: {e}")));
         }
-        drop_within(db, "close with requests in flight");
+        // Seeds 2 mod 3: the power fails while the close is under way.
+        let crash_in_close = seed % 3 == 2;
+        std::thread::scope(|s| {
+            if crash_in_close {
+                let fs = &fs;
+                s.spawn(move || {
+                    std::thread::sleep(Duration::from_micros(seed % 7 * 100));
+                    fs.freeze_and_crash(Crash::Power(CrashPolicy::KeepRandomPages));
+                });
+            }
+            drop_within(db, "close with requests in flight");
+        });
+        fs.clear_faults();
         for (c, h) in handles.into_iter().enumerate() {
             match await_within(h, HANG) {
                 None => panic!("seed {seed}: write {c} still pending {HANG:?} after the close"),
                 Some(Ok(())) => history.logs[0][c].ack = Some(1000 + c as u64),
                 Some(Err(Error::Closed(_))) => {}
+                // A crash during the close fails writes with I/O errors too.
+                Some(Err(_)) if crash_in_close => {}
                 Some(Err(e)) => panic!("seed {seed}: write {c} failed with {e:?}, not Closed"),
             }
         }
-        let crash = if seed % 2 == 0 {
+        let crash = if crash_in_close {
+            Crash::Power(CrashPolicy::KeepRandomPages)
+        } else if seed % 3 == 0 {
             Crash::Process
         } else {
             fs.freeze_and_crash(Crash::Power(CrashPolicy::DropUnsynced));
