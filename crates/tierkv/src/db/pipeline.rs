@@ -125,6 +125,8 @@ pub(super) enum Task {
         commit: super::txn::PreparedCommit,
         done: Completer<()>,
     },
+    /// Group mode: lead the group of an asynchronous writer at the queue's front.
+    Lead(Arc<super::write::Writer>),
 }
 
 /// The pipeline's shared state. One per database.
@@ -217,7 +219,7 @@ impl Pipeline {
         }
     }
 
-    fn push_task(&self, task: Task) {
+    pub fn push_task(&self, task: Task) {
         self.tasks.lock().push_back(task);
         self.tasks_cv.notify_one();
         self.nudge_head();
@@ -297,11 +299,7 @@ impl DbInner {
         self.reserve_request()?;
         let (handle, done) = self.async_channel();
         if self.pipeline.pwal.is_none() {
-            self.pipeline.push_task(Task::Write {
-                durability,
-                batch,
-                done,
-            });
+            self.enqueue_async(durability, batch, done);
             return Ok(handle);
         }
         if let Some((batch, done)) = self.admit(durability, Some(batch), false, done, false)? {
@@ -382,6 +380,21 @@ impl DbInner {
         let (handle, done) = handle::channel(None);
         let deferred = self.admit(durability, batch, force_switch, done, true)?;
         debug_assert!(deferred.is_none());
+        if std::env::var_os("TIERKV_INLINE").is_some() {
+            while !handle.is_ready() {
+                let Some((run, offset)) = self.take_run() else {
+                    break;
+                };
+                let file = self.pipeline.pwal.as_ref().expect("parallel").file();
+                let r = file
+                    .write_at(offset, run.buf.as_slice(), run.durable)
+                    .map(|()| run.buf.len());
+                for e in &run.entries {
+                    e.mem.insert_batch(e.seq, &e.batch);
+                }
+                self.finish_run(run, r);
+            }
+        }
         handle.wait()
     }
 
@@ -573,6 +586,9 @@ impl DbInner {
             .page_offset(group.slot, first_page);
         Counters::add(&self.counters.wal_runs, 1);
         Counters::add(&self.counters.wal_pages, pages);
+        let tier0 = &self.tiers.get(0).counters;
+        tier0.written[crate::tier::WriteKind::Wal as usize]
+            .fetch_add(pages * PAGE as u64, Ordering::Relaxed);
         Some((
             Run {
                 entries,
@@ -790,6 +806,10 @@ fn run_task(db: &DbInner, task: Task) {
             }
         }
         Task::Commit { commit, done } => done.complete(db.commit(commit)),
+        Task::Lead(writer) => {
+            // NB: the group's leader completes every handle, this writer's included.
+            let _ = db.lead(&writer);
+        }
     }
 }
 
