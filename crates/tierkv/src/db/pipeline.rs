@@ -380,21 +380,6 @@ impl DbInner {
         let (handle, done) = handle::channel(None);
         let deferred = self.admit(durability, batch, force_switch, done, true)?;
         debug_assert!(deferred.is_none());
-        if std::env::var_os("TIERKV_INLINE").is_some() {
-            while !handle.is_ready() {
-                let Some((run, offset)) = self.take_run() else {
-                    break;
-                };
-                let file = self.pipeline.pwal.as_ref().expect("parallel").file();
-                let r = file
-                    .write_at(offset, run.buf.as_slice(), run.durable)
-                    .map(|()| run.buf.len());
-                for e in &run.entries {
-                    e.mem.insert_batch(e.seq, &e.batch);
-                }
-                self.finish_run(run, r);
-            }
-        }
         handle.wait()
     }
 
@@ -498,9 +483,15 @@ impl DbInner {
         let mem = Arc::clone(admit.mem.as_ref().expect("make_room sets the memtable"));
         let reserved = group.reserve(worst);
         debug_assert!(reserved, "make_room left room in the group");
-        mem.begin_write();
         let sync = durability == Durability::Sync;
-        p.tracker.lock().units.push_back(Unit {
+        let mut tracker = p.tracker.lock();
+        if let Some(e) = &tracker.failed {
+            // NB: the log failed after this write passed `make_room`; it must not be logged
+            // after writes that were failed.
+            return Err(Error::Closed(format!("the WAL write failed: {e}")));
+        }
+        mem.begin_write();
+        tracker.units.push_back(Unit {
             first: seq,
             last: seq + n - 1,
             sync,
@@ -509,6 +500,7 @@ impl DbInner {
             completer: done.take(),
             mem: Arc::clone(&mem),
         });
+        drop(tracker);
         p.logq.lock().push_back(LogEntry {
             seq,
             batch,
@@ -662,6 +654,10 @@ impl DbInner {
         let mut completed = Vec::new();
         let mut flushable = false;
         let mut t = p.tracker.lock();
+        if t.failed.is_some() {
+            // Everything unpublished was failed; nothing may become visible any more.
+            return Advance::Done;
+        }
         update(&mut t);
         let mut visible = None;
         let mut result = Advance::Done;
