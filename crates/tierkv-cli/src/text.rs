@@ -128,7 +128,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 pub fn from_hex(text: &[u8]) -> Result<Vec<u8>, Usage> {
     let digits = text.strip_prefix(b"0x").unwrap_or(text);
     let bad = || Usage(format!("not hex: {:?}", String::from_utf8_lossy(text)));
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(bad());
     }
     digits

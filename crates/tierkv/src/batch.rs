@@ -132,6 +132,11 @@ impl WriteBatch {
         &self.rep
     }
 
+    /// The encoding as last stamped by `encode_with_seq` (the WAL payload).
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.rep
+    }
+
     /// Decodes a WAL record payload (as written by the engine: first sequence, count, entries)
     /// into `(first_seq, batch)`; `None` if it is malformed or its count does not match its
     /// entries. Meant for tools that read WAL files.

@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+/// What a scan returns: `(key, value)` pairs in key order.
+pub type ScanEntries = Vec<(Vec<u8>, Vec<u8>)>;
+
 struct Slot<T> {
     result: Option<Result<T>>,
     completed: bool,
@@ -93,9 +96,9 @@ impl<T> Future for Handle<T> {
         let mut slot = self.shared.slot.lock();
         if slot.completed {
             return Poll::Ready(
-                slot.result
-                    .take()
-                    .unwrap_or_else(|| Err(Error::invalid("the handle's result was already taken"))),
+                slot.result.take().unwrap_or_else(|| {
+                    Err(Error::invalid("the handle's result was already taken"))
+                }),
             );
         }
         match &slot.waker {

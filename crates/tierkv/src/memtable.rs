@@ -11,7 +11,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, InternalKey, SeqNo, ValueKind};
 use crossbeam_skiplist::SkipMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Per-entry bookkeeping charged to the budget on top of key and value bytes.
@@ -34,6 +34,11 @@ pub struct MemTable {
     bytes: AtomicUsize,
     /// Number of the WAL file that logs this memtable's writes.
     wal_number: u64,
+    /// Writes admitted to this memtable and not yet visible (parallel WAL); it is flushed only
+    /// at zero.
+    pending_writes: AtomicUsize,
+    /// Set when it stops being the active memtable.
+    sealed: AtomicBool,
 }
 
 impl MemTable {
@@ -43,6 +48,8 @@ impl MemTable {
             map: SkipMap::new(),
             bytes: AtomicUsize::new(0),
             wal_number,
+            pending_writes: AtomicUsize::new(0),
+            sealed: AtomicBool::new(false),
         }
     }
 
@@ -81,6 +88,40 @@ impl MemTable {
             },
             _ => Lookup::Absent,
         }
+    }
+
+    /// The sequence number of the newest entry for `user_key`, visible or not.
+    pub fn latest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        let lookup = InternalKey(key::internal_key(
+            user_key,
+            key::MAX_SEQNO,
+            key::LOOKUP_KIND,
+        ));
+        let entry = self.map.lower_bound(Bound::Included(&lookup))?;
+        let p = key::parse_internal_key(&entry.key().0)?;
+        (p.user_key == user_key).then_some(p.seq)
+    }
+
+    /// Counts a write admitted to this memtable but not yet applied and visible.
+    pub fn begin_write(&self) {
+        self.pending_writes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Ends a write `begin_write` counted; true if it was the last pending write of a sealed
+    /// memtable (which may now be flushed).
+    pub fn end_write(&self) -> bool {
+        self.pending_writes.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.sealed.load(Ordering::Acquire)
+    }
+
+    /// True while admitted writes are not all applied and visible.
+    pub fn has_pending_writes(&self) -> bool {
+        self.pending_writes.load(Ordering::Acquire) > 0
+    }
+
+    /// Marks the memtable immutable (no new writes are admitted to it).
+    pub fn seal(&self) {
+        self.sealed.store(true, Ordering::Release);
     }
 
     /// Approximate bytes used.

@@ -272,7 +272,12 @@ impl Options {
             check_range("wal_group_bytes", bytes, 64 << 10, 64 << 30)?;
         }
         check_range("pipeline_workers", self.pipeline_workers, 1, 64)?;
-        check_range("max_pending_requests", self.max_pending_requests, 1, 1_000_000)?;
+        check_range(
+            "max_pending_requests",
+            self.max_pending_requests,
+            1,
+            1_000_000,
+        )?;
         Ok(())
     }
 

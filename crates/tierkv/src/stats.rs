@@ -26,6 +26,14 @@ pub(crate) struct Counters {
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
+    pub lucky_reads: AtomicU64,
+    pub async_requests: AtomicU64,
+    pub busy_rejections: AtomicU64,
+    pub wal_runs: AtomicU64,
+    pub wal_pages: AtomicU64,
+    pub wal_cover_syncs: AtomicU64,
+    pub txn_commits: AtomicU64,
+    pub txn_conflicts: AtomicU64,
 }
 
 impl Counters {
@@ -137,6 +145,27 @@ pub struct Stats {
     pub last_sequence: u64,
     /// Live snapshots.
     pub snapshots: usize,
+    /// How WAL writes reach the device: "group" (group-commit log files), "io_uring" or
+    /// "pwrite" (parallel WAL loggers).
+    pub wal_io_path: String,
+    /// Asynchronous gets answered inline from a memtable.
+    pub lucky_reads: u64,
+    /// Asynchronous requests admitted.
+    pub async_requests: u64,
+    /// Submissions refused with `Busy`.
+    pub busy_rejections: u64,
+    /// Parallel-WAL loggers the head thread keeps active now.
+    pub active_loggers: usize,
+    /// Page runs written by parallel-WAL loggers.
+    pub wal_runs: u64,
+    /// Pages written by parallel-WAL loggers.
+    pub wal_pages: u64,
+    /// Extra `fdatasync` calls made to cover unsynced writes before a synced one.
+    pub wal_cover_syncs: u64,
+    /// Transactions committed.
+    pub txn_commits: u64,
+    /// Transaction commits refused with `Conflict`.
+    pub txn_conflicts: u64,
 }
 
 impl Stats {
@@ -248,6 +277,24 @@ impl fmt::Display for Stats {
             .map(|t| format!("{} {}", t.name, t.reads_served))
             .collect();
         writeln!(f, "reads served by tier (device): {}", served.join(", "))?;
+        writeln!(
+            f,
+            "wal: {} path, {} runs, {} pages, {} cover syncs, {} active loggers",
+            self.wal_io_path,
+            self.wal_runs,
+            self.wal_pages,
+            self.wal_cover_syncs,
+            self.active_loggers
+        )?;
+        writeln!(
+            f,
+            "async: {} requests, {} lucky reads, {} busy; transactions: {} commits, {} conflicts",
+            self.async_requests,
+            self.lucky_reads,
+            self.busy_rejections,
+            self.txn_commits,
+            self.txn_conflicts
+        )?;
         let (hits, misses, usage, cap) = self.block_cache;
         writeln!(
             f,

@@ -148,3 +148,82 @@ fn wait_for_compactions_leaves_every_level_under_its_target() {
         assert!(l.bytes <= o.level_target_bytes(l.level), "{stats}");
     }
 }
+
+fn parallel_opts(dir: &std::path::Path) -> Options {
+    Options::builder()
+        .tier(TierConfig::new("fast", dir.join("fast")))
+        .tier(TierConfig::new("capacity", dir.join("capacity")))
+        .write_buffer_size(256 << 10)
+        .wal(tierkv::WalMode::Parallel)
+        .wal_group_bytes(512 << 10)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn parallel_wal_concurrent_sync_writes_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = std::sync::Arc::new(Db::open(parallel_opts(dir.path())).unwrap());
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                let db = std::sync::Arc::clone(&db);
+                std::thread::spawn(move || {
+                    for i in 0..1500u32 {
+                        let k = key(t * 10_000 + i);
+                        db.put(&WriteOptions::sync(), &k, &k).unwrap();
+                        assert_eq!(db.get(&ReadOptions::default(), &k).unwrap(), Some(k));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let stats = db.stats();
+        assert!(
+            stats.wal_runs > 0 && stats.wal_pages >= stats.wal_runs,
+            "{stats}"
+        );
+        assert!(
+            stats.flushes > 0,
+            "groups were switched and recycled: {stats}"
+        );
+    }
+    let db = Db::open(parallel_opts(dir.path())).unwrap();
+    for t in 0..4u32 {
+        for i in 0..1500u32 {
+            let k = key(t * 10_000 + i);
+            assert_eq!(
+                db.get(&ReadOptions::default(), &k).unwrap(),
+                Some(k.clone())
+            );
+        }
+    }
+    let mut h = Vec::new();
+    for i in 0..200u32 {
+        h.push(
+            db.submit_put(&WriteOptions::sync(), &key(90_000 + i), b"async")
+                .unwrap(),
+        );
+    }
+    for x in h {
+        x.wait().unwrap();
+    }
+    assert_eq!(
+        db.submit_get(&ReadOptions::default(), &key(90_007))
+            .unwrap()
+            .wait()
+            .unwrap(),
+        Some(b"async".to_vec())
+    );
+    let mut txn = db.transaction();
+    assert_eq!(txn.get(&key(90_001)).unwrap(), Some(b"async".to_vec()));
+    txn.put(&key(90_001), b"txn").unwrap();
+    db.put(&WriteOptions::default(), &key(90_001), b"racer")
+        .unwrap();
+    assert!(matches!(
+        txn.commit(&WriteOptions::sync()),
+        Err(tierkv::Error::Conflict { .. })
+    ));
+}

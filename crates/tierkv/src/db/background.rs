@@ -65,7 +65,9 @@ fn next_job(db: &DbInner) -> Option<Job> {
         }
         if state.bg_error.is_none() {
             if !state.flush_running {
-                if let Some(mem) = state.imm.front().cloned() {
+                // NB: a memtable with parallel-WAL writes not yet visible waits for them.
+                let ready = state.imm.front().filter(|m| !m.has_pending_writes());
+                if let Some(mem) = ready.cloned() {
                     state.flush_running = true;
                     return Some(Job::Flush(mem));
                 }
@@ -74,6 +76,7 @@ fn next_job(db: &DbInner) -> Option<Job> {
             // waits behind long compactions while writers stall on full memtables.
             let compaction_slots = db.opts.background_threads.saturating_sub(1).max(1);
             let version = db.versions.current();
+            yield_to_foreground(db, version.levels[0].len());
             let picked = (state.compactions_running < compaction_slots)
                 .then(|| compaction::pick(&version, &db.opts, &state.busy_files))
                 .flatten();
@@ -83,6 +86,24 @@ fn next_job(db: &DbInner) -> Option<Job> {
             }
         }
         db.bg_cv.wait(&mut state);
+    }
+}
+
+/// Foreground priority: while requests flow through the pipeline and L0 is not close to
+/// slowing writes, a background thread runs at a lower CPU priority (nice 5), so loggers
+/// and workers win the cores; otherwise, and when the foreground is quiet, at normal
+/// priority so compaction catches up. Best effort: without the privilege to raise a
+/// priority back, it stays lowered, which only matters while the foreground is busy.
+fn yield_to_foreground(db: &DbInner, l0_files: usize) {
+    let busy = db
+        .pipeline
+        .foreground_busy
+        .load(std::sync::atomic::Ordering::Acquire)
+        && l0_files < db.opts.l0_slowdown_trigger / 2;
+    let nice = if busy { 5 } else { 0 };
+    // SAFETY: setpriority on the calling thread (who = 0) only reads its arguments.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, nice);
     }
 }
 
@@ -131,6 +152,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
         // The flushed memtable's WAL no longer needs syncing before newer ones.
         wals.release_below(db.versions.log_number());
     }
+    db.release_groups(db.versions.log_number());
     Counters::add(&db.counters.flushes, 1);
     Ok(())
 }

@@ -14,15 +14,19 @@
 mod background;
 mod iter;
 mod open;
+mod pipeline;
 mod read;
 mod table_cache;
+mod txn;
 mod write;
 
 pub use iter::{DbIterator, Entries};
+pub use txn::Transaction;
 
 use crate::batch::WriteBatch;
 use crate::env::FileLock;
 use crate::error::{Error, Result};
+use crate::handle::{Handle, ScanEntries};
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
@@ -70,6 +74,8 @@ pub(crate) struct DbInner {
     writers: Mutex<VecDeque<Arc<Writer>>>,
     writers_cv: Condvar,
     wal: Mutex<Option<WalSet>>,
+    /// The request pipeline: parallel WAL, asynchronous requests, loggers and workers.
+    pipeline: pipeline::Pipeline,
     /// While writes are slowed: when the next write may start. Only the leader takes it.
     next_write_at: Mutex<Option<std::time::Instant>>,
     counters: Counters,
@@ -101,7 +107,10 @@ pub struct LiveFile {
 /// Dropping it stops background work and leaves a state that reopens cleanly.
 pub struct Db {
     inner: Arc<DbInner>,
+    /// Background (flush and compaction) threads.
     threads: Vec<JoinHandle<()>>,
+    /// Pipeline threads: loggers, workers and the head thread.
+    pipeline_threads: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -130,8 +139,17 @@ impl Db {
                     .expect("spawn background thread")
             })
             .collect();
+        let pipeline_threads = if inner.opts.read_only {
+            Vec::new()
+        } else {
+            spawn_pipeline(&inner)
+        };
         inner.maybe_schedule();
-        Ok(Db { inner, threads })
+        Ok(Db {
+            inner,
+            threads,
+            pipeline_threads,
+        })
     }
 
     /// Stores `value` under `key`.
@@ -151,7 +169,55 @@ impl Db {
     /// Applies `batch` atomically: after a crash either all of it or none of it is present.
     pub fn write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
         batch.validate()?;
-        self.inner.write(opts.durability, Some(batch), false)
+        self.inner.write_any(opts.durability, batch)
+    }
+
+    /// Starts storing `value` under `key`; the handle completes when the write is visible
+    /// (and durable, with `Sync`). `Busy` when `max_pending_requests` are in flight.
+    pub fn submit_put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<Handle<()>> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.submit_write(opts, batch)
+    }
+
+    /// Starts removing `key`. See [`Db::submit_put`].
+    pub fn submit_delete(&self, opts: &WriteOptions, key: &[u8]) -> Result<Handle<()>> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.submit_write(opts, batch)
+    }
+
+    /// Starts applying `batch` atomically. Requests in flight at the same time are not
+    /// ordered among themselves; one submitted after another completed is ordered after it.
+    pub fn submit_write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<Handle<()>> {
+        batch.validate()?;
+        self.inner.submit_write(opts.durability, batch)
+    }
+
+    /// Starts reading `key`. A key found in a memtable is answered at once: the handle is
+    /// ready on return (a "lucky read").
+    pub fn submit_get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Handle<Option<Vec<u8>>>> {
+        self.check_snapshot(opts)?;
+        self.inner.submit_get(opts, key)
+    }
+
+    /// Starts reading up to `limit` entries with keys at or after `start`, in key order,
+    /// within the options' bounds and snapshot.
+    pub fn submit_scan(
+        &self,
+        opts: ReadOptions,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Handle<ScanEntries>> {
+        self.check_snapshot(&opts)?;
+        self.inner.submit_scan(opts, start, limit)
+    }
+
+    /// Begins an optimistic transaction: its reads see the database as of now plus its own
+    /// writes; its commit fails with `Conflict` if another write changed a key it read or
+    /// wrote in the meantime.
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction::new(self)
     }
 
     /// The value of `key`, or `None`.
@@ -244,8 +310,41 @@ impl Db {
     }
 }
 
+/// Starts the loggers (parallel WAL), the workers and the head thread.
+fn spawn_pipeline(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
+    let spawn = |name: String, f: Box<dyn FnOnce(&DbInner) + Send>| {
+        let inner = Arc::clone(inner);
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || f(&inner))
+            .expect("spawn pipeline thread")
+    };
+    let mut threads = Vec::new();
+    if inner.pipeline.pwal.is_some() {
+        for i in 0..inner.opts.wal_loggers {
+            threads.push(spawn(
+                format!("tierkv-log-{i}"),
+                Box::new(move |db| pipeline::logger(db, i)),
+            ));
+        }
+    }
+    for i in 0..inner.opts.pipeline_workers {
+        threads.push(spawn(
+            format!("tierkv-work-{i}"),
+            Box::new(pipeline::worker),
+        ));
+    }
+    threads.push(spawn("tierkv-head".into(), Box::new(pipeline::head)));
+    threads
+}
+
 impl Drop for Db {
     fn drop(&mut self) {
+        // Requests in flight complete (or fail with `Closed`) before anything stops.
+        self.inner.pipeline.close();
+        for t in self.pipeline_threads.drain(..) {
+            let _ = t.join();
+        }
         {
             let mut state = self.inner.state.lock();
             state.shutting_down = true;
@@ -278,6 +377,30 @@ impl DbInner {
             ))),
             None => Ok(()),
         }
+    }
+
+    /// A synchronous write through the configured WAL.
+    fn write_any(&self, durability: crate::options::Durability, batch: WriteBatch) -> Result<()> {
+        if self.pipeline.pwal.is_some() {
+            self.write_parallel(durability, Some(batch), false)
+        } else {
+            self.write(durability, Some(batch), false)
+        }
+    }
+
+    /// Parallel WAL: hands the active memtable to the admission state and starts its group.
+    fn start_first_group(&self) -> Result<()> {
+        if self.pipeline.pwal.is_none() {
+            return Ok(());
+        }
+        let mut admit = self.pipeline.admit.lock();
+        let mem = Arc::clone(&self.state.lock().mem);
+        let number = mem.wal_number();
+        admit.mem = Some(mem);
+        if !self.start_group(&mut admit, number)? {
+            return Err(Error::Busy("no free parallel-WAL group at open".into()));
+        }
+        Ok(())
     }
 
     /// Makes writes fail from now on, keeping the first cause.
@@ -352,6 +475,20 @@ impl DbInner {
             memtable_bytes: state.mem.approximate_bytes() as u64,
             last_sequence: self.versions.last_sequence(),
             snapshots: self.snapshots.len(),
+            wal_io_path: self.pipeline.io_path_name().to_string(),
+            lucky_reads: stats::load(&c.lucky_reads),
+            async_requests: stats::load(&c.async_requests),
+            busy_rejections: stats::load(&c.busy_rejections),
+            active_loggers: if self.pipeline.pwal.is_some() {
+                self.pipeline.active_loggers.load(Ordering::Relaxed)
+            } else {
+                0
+            },
+            wal_runs: stats::load(&c.wal_runs),
+            wal_pages: stats::load(&c.wal_pages),
+            wal_cover_syncs: stats::load(&c.wal_cover_syncs),
+            txn_commits: stats::load(&c.txn_commits),
+            txn_conflicts: stats::load(&c.txn_conflicts),
         }
     }
 }

@@ -6,18 +6,20 @@
 //! next open replays the same WALs again.
 
 use super::background::{build_tables, OutputCtx};
+use super::pipeline::Pipeline;
 use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
-use crate::options::Options;
+use crate::options::{Options, WalMode};
 use crate::snapshot::SnapshotList;
 use crate::sst::BlockCache;
 use crate::stats::Counters;
 use crate::tier::{self, FileKind, Tiers, WriteKind};
 use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
 use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
+use crate::wal::parallel::{self, Layout, ParallelWal};
 use crate::wal::WalSet;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashSet, VecDeque};
@@ -80,18 +82,47 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         tiers: &tiers,
         versions: &versions,
     };
-    let (mem, imm, wal) = if opts.read_only {
+    let (mem, imm, wal, pwal) = if opts.read_only {
         let mut mems = Vec::new();
         replay_wals(&ctx, &mut |m| {
             mems.push(m);
             Ok(())
         })?;
-        (Arc::new(MemTable::new(0)), mems.into(), None)
+        (Arc::new(MemTable::new(0)), mems.into(), None, None)
     } else {
-        let (number, wal) = recover_to_tables(&ctx)?;
-        let wals = WalSet::new(number, wal);
-        (Arc::new(MemTable::new(number)), VecDeque::new(), Some(wals))
+        let (number, wal, area_meta) = recover_to_tables(&ctx)?;
+        let area = tiers.get(0).dir.join(parallel::AREA_FILE);
+        match opts.wal {
+            WalMode::Group => {
+                if fs.exists(&area) {
+                    // Recovery put what the area held into tables: it is obsolete.
+                    fs.remove_file(&area)?;
+                }
+                let wals = WalSet::new(number, wal.expect("group mode creates a WAL file"));
+                (
+                    Arc::new(MemTable::new(number)),
+                    VecDeque::new(),
+                    Some(wals),
+                    None,
+                )
+            }
+            WalMode::Parallel => {
+                let layout = Layout {
+                    groups: opts.wal_groups(),
+                    group_pages: opts.wal_group_bytes() / parallel::PAGE as u64,
+                };
+                let pwal = ParallelWal::open(fs.as_ref(), &area, layout, area_meta.as_ref())?;
+                fs.sync_dir(&tiers.get(0).dir)?;
+                (
+                    Arc::new(MemTable::new(number)),
+                    VecDeque::new(),
+                    None,
+                    Some(pwal),
+                )
+            }
+        }
     };
+    let last_seq = versions.last_sequence();
 
     let block_cache =
         (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
@@ -114,6 +145,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         writers: Mutex::new(VecDeque::new()),
         writers_cv: Condvar::new(),
         wal: Mutex::new(wal),
+        pipeline: Pipeline::new(pwal, last_seq),
         next_write_at: Mutex::new(None),
         counters: Counters::default(),
         _lock: lock,
@@ -121,27 +153,34 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         versions,
         opts,
     };
+    inner.start_first_group()?;
     inner.delete_obsolete_files();
     Ok(inner)
 }
 
-/// Replays the WALs into L0 tables, records them in a new MANIFEST and starts a new WAL.
-/// Returns the new WAL's number and writer.
-fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<(u64, LogWriter)> {
+/// Replays the WALs into L0 tables, records them in a new MANIFEST and, in group mode, starts
+/// a new WAL file. Returns the new WAL's number, its writer (group mode) and the metadata of
+/// the parallel-WAL area, if there is one.
+fn recover_to_tables(
+    ctx: &OutputCtx<'_>,
+) -> Result<(u64, Option<LogWriter>, Option<parallel::Meta>)> {
     let mut edit = VersionEdit::default();
-    replay_wals(ctx, &mut |mem| flush_recovered(ctx, &mem, &mut edit))?;
+    let meta = replay_wals(ctx, &mut |mem| flush_recovered(ctx, &mem, &mut edit))?;
     // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL file exists:
     // after a crash in between, no WAL at or above that number exists and nothing is replayed.
     let wal_number = ctx.versions.new_file_number();
     edit.log_number = Some(wal_number);
     ctx.versions.write_new_manifest(edit)?;
+    if ctx.opts.wal == WalMode::Parallel {
+        return Ok((wal_number, None, meta));
+    }
     let wal_path = ctx.tiers.path(0, FileKind::Wal, wal_number);
     let file = ctx
         .tiers
         .create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?
         .with_preallocation(ctx.opts.wal_preallocation_step());
     ctx.tiers.fs().sync_dir(&ctx.tiers.get(0).dir)?;
-    Ok((wal_number, LogWriter::new(file, wal_path)))
+    Ok((wal_number, Some(LogWriter::new(file, wal_path)), meta))
 }
 
 /// A new database may only be created where no other data lives: every tier directory may
@@ -160,7 +199,7 @@ fn check_new_database_dirs(opts: &Options) -> Result<()> {
             if ours {
                 continue;
             }
-            if tier::parse_file_name(&name).is_some() {
+            if tier::parse_file_name(&name).is_some() || name == parallel::AREA_FILE {
                 return Err(Error::corruption(
                     tier.path.join(&name),
                     0,
@@ -274,7 +313,7 @@ fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
 fn replay_wals(
     ctx: &OutputCtx<'_>,
     sink: &mut dyn FnMut(Arc<MemTable>) -> Result<()>,
-) -> Result<()> {
+) -> Result<Option<parallel::Meta>> {
     let wals = live_wals(ctx.tiers, ctx.versions.log_number())?;
     // Every WAL number is taken, also those after a point where replay stops: a new file must
     // never reuse the number of a WAL still on disk.
@@ -326,11 +365,29 @@ fn replay_wals(
             }
         }
     }
-    ctx.versions.set_last_sequence(max_seq);
-    if mem.is_empty() {
-        return Ok(());
+    // The parallel WAL's area: its live groups hold a contiguous history (checked by
+    // `parallel::recover`), replayed after any log files.
+    let area = ctx.tiers.get(0).dir.join(parallel::AREA_FILE);
+    let recovered = parallel::recover(
+        ctx.tiers.fs().as_ref(),
+        &area,
+        ctx.versions.log_number(),
+        ctx.opts.wal_recovery_mode,
+    )?;
+    // NB: colours are memtable numbers; a new memtable must never reuse one still on disk.
+    ctx.versions.mark_file_number_used(recovered.max_colour);
+    for b in &recovered.batches {
+        max_seq = max_seq.max(mem.insert_batch(b.seq, &b.batch).saturating_sub(1));
+        if mem.approximate_bytes() >= ctx.opts.write_buffer_size {
+            ctx.versions.set_last_sequence(max_seq);
+            sink(std::mem::replace(&mut mem, Arc::new(MemTable::new(0))))?;
+        }
     }
-    sink(mem)
+    ctx.versions.set_last_sequence(max_seq);
+    if !mem.is_empty() {
+        sink(mem)?;
+    }
+    Ok(recovered.meta)
 }
 
 /// Something wrong met while replaying a WAL.

@@ -74,6 +74,45 @@ impl DbInner {
         Ok(None)
     }
 
+    /// Up to `limit` entries from `start` (or the lower bound, if later), in key order.
+    pub(super) fn scan(
+        &self,
+        opts: ReadOptions,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut it = self.iter(opts)?;
+        it.seek(start);
+        let mut out = Vec::with_capacity(limit.min(1024));
+        while it.valid() && out.len() < limit {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
+    }
+
+    /// The sequence number of the newest entry for `user_key` anywhere (memtables, then
+    /// tables newest first), visible or not; `None` if the key was never written or its
+    /// history was compacted away entirely.
+    pub(super) fn latest_seq(&self, user_key: &[u8]) -> Result<Option<SeqNo>> {
+        let view = self.read_view(&ReadOptions::default());
+        for mem in &view.mems {
+            if let Some(seq) = mem.latest_seq(user_key) {
+                return Ok(Some(seq));
+            }
+        }
+        let lookup = key::internal_key(user_key, key::MAX_SEQNO, key::LOOKUP_KIND);
+        for (_, file) in view.version.files_for_key(user_key) {
+            let table = self.table_cache.get(&file)?;
+            let mut trace = ReadTrace::default();
+            if let Some((ikey, _)) = table.get(&lookup, true, &mut trace)? {
+                return Ok(key::parse_internal_key(&ikey).map(|p| p.seq));
+            }
+        }
+        Ok(None)
+    }
+
     fn count_table_read(&self, level: usize, tier: usize, trace: &ReadTrace) {
         let c = &self.counters;
         if let Some(l) = c.reads_by_level.get(level) {

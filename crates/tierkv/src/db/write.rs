@@ -33,8 +33,13 @@ pub(crate) struct Writer {
     durability: Durability,
     /// Switch the memtable even though it is not full (used by `flush`).
     force_switch: bool,
+    /// A transaction's validation, run by this writer as leader of its group.
+    check: Option<Check>,
     result: Mutex<Option<Result<()>>>,
 }
+
+/// A validation run just before a write is numbered; its error refuses the write.
+pub(super) type Check = Box<dyn Fn(&DbInner) -> Result<()> + Send + Sync>;
 
 impl DbInner {
     /// Commits `batch` (or, with `None` and `force_switch`, only switches the memtable).
@@ -44,10 +49,31 @@ impl DbInner {
         batch: Option<WriteBatch>,
         force_switch: bool,
     ) -> Result<()> {
+        self.write_queued(durability, batch, force_switch, None)
+    }
+
+    /// Commits `batch` if `check` passes when every earlier write is visible.
+    pub(super) fn write_checked(
+        &self,
+        durability: Durability,
+        batch: WriteBatch,
+        check: Check,
+    ) -> Result<()> {
+        self.write_queued(durability, Some(batch), false, Some(check))
+    }
+
+    fn write_queued(
+        &self,
+        durability: Durability,
+        batch: Option<WriteBatch>,
+        force_switch: bool,
+        check: Option<Check>,
+    ) -> Result<()> {
         let me = Arc::new(Writer {
             batch: Mutex::new(batch),
             durability,
             force_switch,
+            check,
             result: Mutex::new(None),
         });
         let mut queue = self.writers.lock();
@@ -64,7 +90,12 @@ impl DbInner {
         // Leader. Followers may enqueue meanwhile; the group is taken under the lock.
         drop(queue);
         let bytes = me.batch.lock().as_ref().map_or(0, WriteBatch::user_bytes);
-        let room = self.make_room(me.force_switch, bytes);
+        let room = self
+            .make_room(me.force_switch, bytes, &mut WalRoom::Group, true)
+            .map(drop);
+        // NB: a writer with a check always leads its group (see `take_group`), so it
+        // validates against every published write.
+        let room = room.and_then(|()| me.check.as_ref().map_or(Ok(()), |check| check(self)));
         let mut queue = self.writers.lock();
         let group: Vec<Arc<Writer>> = match room {
             Ok(()) => take_group(&queue),
@@ -134,8 +165,16 @@ impl DbInner {
         result
     }
 
-    /// Ensures the active memtable can take a write, stalling or switching as needed.
-    fn make_room(&self, force_switch: bool, bytes: u64) -> Result<()> {
+    /// Ensures the active memtable (and, with the parallel WAL, its page group) can take a
+    /// write, stalling or switching as needed. Returns false instead of waiting when
+    /// `may_block` is false and a wait is due.
+    pub(super) fn make_room(
+        &self,
+        force_switch: bool,
+        bytes: u64,
+        wal: &mut WalRoom<'_>,
+        may_block: bool,
+    ) -> Result<bool> {
         let mut delayed = false;
         let mut state = self.state.lock();
         loop {
@@ -144,6 +183,9 @@ impl DbInner {
             let mem_full = state.mem.approximate_bytes() >= self.opts.write_buffer_size;
             let slow = l0 >= self.opts.l0_slowdown_trigger;
             if !delayed {
+                if !may_block && slow {
+                    return Ok(false);
+                }
                 delayed = true;
                 let wait = self.write_delay(slow, bytes);
                 if !wait.is_zero() {
@@ -156,11 +198,16 @@ impl DbInner {
                     continue;
                 }
             }
-            if !(mem_full || force_switch && !state.mem.is_empty()) {
-                return Ok(());
+            let switch = mem_full || force_switch && !state.mem.is_empty() || wal.is_full();
+            if !switch {
+                return Ok(true);
             } else if state.imm.len() >= self.opts.max_immutable_memtables
                 || l0 >= self.opts.l0_stop_trigger
+                || !wal.has_free_group(self)
             {
+                if !may_block {
+                    return Ok(false);
+                }
                 let t = Instant::now();
                 self.bg_cv.notify_all();
                 self.progress_cv
@@ -168,8 +215,8 @@ impl DbInner {
                 self.record_stall(t, true);
             } else {
                 drop(state);
-                self.switch_memtable()?;
-                return Ok(());
+                self.switch_memtable(wal)?;
+                return Ok(true);
             }
         }
     }
@@ -201,13 +248,41 @@ impl DbInner {
         Counters::add(if stop { &c.stops } else { &c.slowdowns }, 1);
     }
 
-    /// Seals the active memtable and its WAL, starting a new pair. Called by the leader.
-    fn switch_memtable(&self) -> Result<()> {
+    /// Seals the active memtable and its WAL (a log file, or a page group), starting a new
+    /// pair. Called by the group-commit leader or under the admission lock.
+    fn switch_memtable(&self, wal: &mut WalRoom<'_>) -> Result<()> {
         let number = self.versions.new_file_number();
+        let switched = match wal {
+            WalRoom::Group => self.rotate_wal_file(number),
+            WalRoom::Parallel { admit, .. } => self.start_group(admit, number).and_then(|ok| {
+                ok.then_some(())
+                    .ok_or_else(|| Error::Busy("no free parallel-WAL group".into()))
+            }),
+        };
+        if let Err(e) = switched {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        let mem = Arc::new(MemTable::new(number));
+        {
+            let mut state = self.state.lock();
+            let full = std::mem::replace(&mut state.mem, Arc::clone(&mem));
+            full.seal();
+            state.imm.push_back(full);
+        }
+        if let WalRoom::Parallel { admit, .. } = wal {
+            admit.mem = Some(mem);
+        }
+        self.maybe_schedule();
+        Ok(())
+    }
+
+    /// Group mode: starts WAL file `number`, sealing the active one.
+    fn rotate_wal_file(&self, number: u64) -> Result<()> {
         let path = self.tiers.path(0, FileKind::Wal, number);
         let mut guard = self.wal.lock();
         // NB: the old WAL is sealed unsynced; `WalSet` syncs it before any newer WAL is synced.
-        let rotated = guard
+        guard
             .as_mut()
             .ok_or_else(|| Error::Closed("the WAL is closed".into()))
             .and_then(|wals| {
@@ -217,24 +292,16 @@ impl DbInner {
                     .with_preallocation(self.opts.wal_preallocation_step());
                 self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
                 wals.rotate(number, LogWriter::new(file, path))
-            });
-        if let Err(e) = rotated {
-            self.set_bg_error(&e);
-            return Err(e);
-        }
-        drop(guard);
-        {
-            let mut state = self.state.lock();
-            let full = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(number)));
-            state.imm.push_back(full);
-        }
-        self.maybe_schedule();
-        Ok(())
+            })
     }
 
     /// Switches the memtable if it holds anything and waits until all memtables are flushed.
     pub(super) fn flush_and_wait(&self) -> Result<()> {
-        self.write(Durability::Flush, None, true)?;
+        if self.pipeline.pwal.is_some() {
+            self.write_parallel(Durability::Flush, None, true)?;
+        } else {
+            self.write(Durability::Flush, None, true)?;
+        }
         let mut state = self.state.lock();
         loop {
             if let Some(e) = &state.bg_error {
@@ -252,13 +319,50 @@ impl DbInner {
     }
 }
 
+/// Which WAL a memtable switch rotates, and how full it is.
+pub(super) enum WalRoom<'a> {
+    /// Group commit: a log file per memtable, never full.
+    Group,
+    /// Parallel WAL: the admission state and the pages the next write may need.
+    Parallel {
+        admit: &'a mut super::pipeline::Admit,
+        worst: u64,
+    },
+}
+
+impl WalRoom<'_> {
+    /// True if the active page group cannot take the next write.
+    fn is_full(&self) -> bool {
+        match self {
+            WalRoom::Group => false,
+            WalRoom::Parallel { admit, worst } => {
+                admit.group.as_ref().is_none_or(|g| !g.has_room(*worst))
+            }
+        }
+    }
+
+    /// True if a switch can start a new page group now.
+    fn has_free_group(&self, db: &DbInner) -> bool {
+        match self {
+            WalRoom::Group => true,
+            WalRoom::Parallel { .. } => db
+                .pipeline
+                .pwal
+                .as_ref()
+                .is_some_and(|w| w.has_free_group()),
+        }
+    }
+}
+
 /// The front writers whose batches fit in one group.
 fn take_group(queue: &std::collections::VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
     let mut bytes = 0;
     let mut group = Vec::new();
     for w in queue {
         let size = w.batch.lock().as_ref().map_or(0, WriteBatch::encoded_len);
-        if !group.is_empty() && (bytes + size > MAX_GROUP_BYTES || w.force_switch) {
+        if !group.is_empty()
+            && (bytes + size > MAX_GROUP_BYTES || w.force_switch || w.check.is_some())
+        {
             break;
         }
         bytes += size;

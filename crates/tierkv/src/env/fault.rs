@@ -711,9 +711,14 @@ impl PositionalFile for FaultPositional {
 /// Copies the bytes at `offset` of `data` into `buf`; `UnexpectedEof` past the end.
 fn read_into(data: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
-    let src = start.checked_add(buf.len()).and_then(|end| data.get(start..end));
+    let src = start
+        .checked_add(buf.len())
+        .and_then(|end| data.get(start..end));
     let Some(src) = src else {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file"));
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "read past end of file",
+        ));
     };
     buf.copy_from_slice(src);
     Ok(())

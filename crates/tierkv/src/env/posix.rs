@@ -179,9 +179,9 @@ struct PosixPositional {
 pub const DIRECT_ALIGN: usize = 4096;
 
 fn is_aligned(offset: u64, data: &[u8]) -> bool {
-    offset % DIRECT_ALIGN as u64 == 0
-        && data.len() % DIRECT_ALIGN == 0
-        && (data.as_ptr() as usize) % DIRECT_ALIGN == 0
+    offset.is_multiple_of(DIRECT_ALIGN as u64)
+        && data.len().is_multiple_of(DIRECT_ALIGN)
+        && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
 }
 
 impl PositionalFile for PosixPositional {
@@ -191,7 +191,8 @@ impl PositionalFile for PosixPositional {
             _ => &self.file,
         };
         if durable {
-            return pwrite_dsync(file, offset, data).map_err(|e| Error::io("pwritev2", &self.path, e));
+            return pwrite_dsync(file, offset, data)
+                .map_err(|e| Error::io("pwritev2", &self.path, e));
         }
         file.write_all_at(data, offset)
             .map_err(|e| Error::io("pwrite", &self.path, e))
@@ -232,7 +233,13 @@ fn pwrite_dsync(file: &File, mut offset: u64, mut data: &[u8]) -> io::Result<()>
         };
         // SAFETY: `iov` points into `data`, which outlives the call; the descriptor is open.
         let n = unsafe {
-            libc::pwritev2(file.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_DSYNC)
+            libc::pwritev2(
+                file.as_raw_fd(),
+                &iov,
+                1,
+                offset as libc::off_t,
+                libc::RWF_DSYNC,
+            )
         };
         if n < 0 {
             let err = io::Error::last_os_error();
@@ -246,7 +253,10 @@ fn pwrite_dsync(file: &File, mut offset: u64, mut data: &[u8]) -> io::Result<()>
             }
         }
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev2 wrote 0 bytes"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwritev2 wrote 0 bytes",
+            ));
         }
         data = &data[n as usize..];
         offset += n as u64;

@@ -176,7 +176,8 @@ impl AlignedBuf {
         let layout = std::alloc::Layout::from_size_align(len.max(PAGE), PAGE).expect("layout");
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let ptr =
+            std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         AlignedBuf { ptr, len }
     }
 
@@ -470,7 +471,10 @@ fn parse_run(path: &Path, at: u64, run: &[u8], scan: &mut Scan) -> Result<()> {
         return Err(Error::corruption(
             path,
             at,
-            format!("parallel WAL run: damaged entry at byte {consumed} of {}", run.len()),
+            format!(
+                "parallel WAL run: damaged entry at byte {consumed} of {}",
+                run.len()
+            ),
         ));
     }
     Ok(())
@@ -523,9 +527,7 @@ fn order_history(
     // Everything numbered below `expected` was recovered. A page claiming more was durable
     // proves the missing pages had been written and synced: damage, not a crash.
     if scan.durable_seq >= expected && mode != RecoveryMode::PointInTime {
-        let (offset, what) = scan
-            .damage
-            .unwrap_or((0, "pages lost".to_string()));
+        let (offset, what) = scan.damage.unwrap_or((0, "pages lost".to_string()));
         return Err(Error::corruption(
             path,
             offset,
@@ -565,6 +567,11 @@ impl ActiveGroup {
         true
     }
 
+    /// True if `pages` more can be reserved.
+    pub fn has_room(&self, pages: u64) -> bool {
+        self.committed.load(Ordering::Acquire) + pages <= self.pages
+    }
+
     /// Claims `pages` consecutive pages for a run of writes that reserved `reserved`; returns
     /// the first page.
     pub fn claim(&self, pages: u64, reserved: u64) -> u64 {
@@ -572,6 +579,11 @@ impl ActiveGroup {
         let first = self.next_page.fetch_add(pages, Ordering::AcqRel);
         self.committed.fetch_sub(reserved - pages, Ordering::AcqRel);
         first
+    }
+
+    /// Pages claimed or promised to admitted writes.
+    pub fn promised(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
     }
 
     /// Pages claimed so far.
@@ -653,7 +665,9 @@ impl ParallelWal {
             return Ok(None);
         };
         if let Some(old) = m.active.take() {
-            let end = old.claimed().min(u32::MAX as u64 - 1) as u32;
+            // NB: writes admitted before the switch may claim pages after it; the promised
+            // count bounds every page they can take.
+            let end = old.promised().min(u32::MAX as u64 - 1) as u32;
             m.slots[old.slot].end_page = end;
         }
         m.slots[slot] = Slot {
@@ -690,6 +704,11 @@ impl ParallelWal {
                 m.live[i] = false;
             }
         }
+    }
+
+    /// True if a group is free for the next memtable.
+    pub fn has_free_group(&self) -> bool {
+        self.meta.lock().live.iter().any(|l| !l)
     }
 
     /// Groups still live (for stats and tests).
