@@ -216,6 +216,7 @@ fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
     each_mode("race", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"x", b"0").unwrap();
+        db.put(&w, b"pre", b"kept").unwrap();
         let mut t1 = db.transaction();
         let mut t2 = db.transaction();
         assert_eq!(t1.get(b"x").unwrap(), v("0"));
@@ -223,8 +224,7 @@ fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
         t1.put(b"x", b"t1").unwrap();
         t2.put(b"x", b"t2").unwrap();
         t2.put(b"t2-only", b"t2").unwrap();
-        t2.delete(b"t1-sees-this").unwrap();
-        db.put(&w, b"t1-sees-this", b"plain").unwrap();
+        t2.delete(b"pre").unwrap();
         let before = db.stats().txn_conflicts;
         t1.commit(&w).unwrap();
         assert_conflict(t2.commit(&w), b"x", &format!("{mode:?} second commit"));
@@ -234,7 +234,11 @@ fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
             None,
             "{mode:?}: a failed commit wrote a key"
         );
-        assert_eq!(get(db, b"t1-sees-this"), v("plain"), "{mode:?}");
+        assert_eq!(
+            get(db, b"pre"),
+            v("kept"),
+            "{mode:?}: a failed commit deleted a key"
+        );
         assert!(db.stats().txn_conflicts > before);
 
         // Written (not read) keys conflict too.
