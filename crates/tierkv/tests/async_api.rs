@@ -15,8 +15,7 @@
 //!   `Closed`), none hangs, and every write that completed `Ok` is there after reopening (also
 //!   after a power loss on `FaultFs`, for `Sync` writes);
 //! - `submit_scan` returns keys in order, within bounds, up to its limit, and honours snapshots;
-//! - a request submitted after the previous one completed is never refused with `Busy`
-//!   (ignored until bug async-1 is fixed).
+//! - a request submitted after the previous one completed is never refused with `Busy`.
 //!
 //! Hangs are failures: each test body runs under a watchdog, and handles are collected with
 //! bounded waits.
@@ -1209,10 +1208,9 @@ fn no_spurious_busy_run(mode: WalMode) {
     );
 }
 
-/// Fails until bug async-1 is fixed (`Completer::complete` decrements the in-flight count after
-/// it wakes the waiter, so the next submit sees a stale count); see /tmp/bugs/async-1.md.
+/// Regression test for bug async-1 (/tmp/bugs/async-1.md): the in-flight count used to drop
+/// only after the waiter was woken, so the next submit saw a stale count.
 #[test]
-#[ignore = "bug async-1: Busy right after the only in-flight request completed"]
 fn no_busy_after_the_previous_request_completed() {
     for mode in MODES {
         within(
