@@ -703,11 +703,6 @@ fn crash_recovers_a_causal_prefix_with_every_durable_write() {
     ];
     for mode in MODES {
         for (i, crash) in crashes.into_iter().enumerate() {
-            if mode == WalMode::Parallel
-                && matches!(crash, Crash::Power(CrashPolicy::TearLastSector))
-            {
-                continue; // bug async-2: see parallel_wal_crash_tear_last_sector
-            }
             for seed in [i as u64, 10 + i as u64] {
                 within(
                     &format!("crash {mode:?} {crash:?}"),
@@ -719,12 +714,9 @@ fn crash_recovers_a_causal_prefix_with_every_durable_write() {
     }
 }
 
-/// Fails until bug async-2 is fixed: `FaultFs`'s `TearLastSector` truncates a preallocated,
-/// synced file that was overwritten in place (the parallel-WAL area) below its durable size, so
-/// a parallel-WAL database can fail to reopen with `Corruption` ("area is N bytes, its metadata
-/// describes M"); see /tmp/bugs/async-2.md. The crash matrix above skips that combination.
+/// `FaultFs`'s `TearLastSector` tears an overwrite inside a preallocated, synced file (the
+/// parallel-WAL area) in place: a power loss never shortens a file below its durable size.
 #[test]
-#[ignore = "bug async-2: FaultFs TearLastSector shortens a preallocated file"]
 fn tear_last_sector_keeps_a_preallocated_file_whole() {
     use tierkv::env::Fs;
     for seed in 0..16 {
