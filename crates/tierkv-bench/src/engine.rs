@@ -3,7 +3,13 @@
 //! `tierkv[:PROFILE]` and (with the `rocksdb` feature) `rocksdb[:PROFILE]` are built from one
 //! [`EngineConfig`], so both get the same tiers, memtable size and count, block cache, bloom
 //! bits, compression, background threads and sync setting. Profiles name the placement:
-//! `pl` (fast tier holds only the WAL), `lad1`..`lad3` (top n levels on the fast tier).
+//! `pl` (fast tier holds only the WAL), `lad0`..`lad7` (top n levels on the fast tier), and for
+//! tierkv the WAL mode: `group` (group-commit leader, the default) or `parallel` (SpanDB's
+//! parallel WAL). Parts join with `+`: `tierkv:parallel`, `tierkv:pl+parallel`,
+//! `tierkv:lad1+group`.
+//!
+//! Engines with an asynchronous API (tierkv's `submit_*`) also implement [`Engine::submit`], which
+//! the runner uses for `--inflight N > 1`.
 
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -29,8 +35,110 @@ pub struct EngineCounters {
     pub avg_group_size: Option<f64>,
     /// Stall time in seconds, if reported.
     pub stall_seconds: Option<f64>,
+    /// WAL figures, if the engine reports them (tierkv).
+    pub wal: Option<WalCounters>,
+    /// Asynchronous API figures, if the engine has one (tierkv).
+    pub async_api: Option<AsyncCounters>,
     /// Free-form engine statistics for the human report.
     pub detail: String,
+}
+
+/// What tierkv reports about its WAL.
+#[derive(Debug, Clone, Default)]
+pub struct WalCounters {
+    /// How WAL bytes reach the device: "group" (group-commit leader), "io_uring" or "pwrite"
+    /// (parallel WAL loggers).
+    pub io_path: String,
+    /// Loggers active at the end of the run (parallel WAL).
+    pub active_loggers: usize,
+    /// Page runs written by the loggers (parallel WAL).
+    pub runs: u64,
+    /// Pages written by the loggers (parallel WAL).
+    pub pages: u64,
+    /// Writes (batches) applied since open.
+    pub writes: u64,
+    /// Extra `fdatasync` calls made to cover unsynced writes before a synced one.
+    pub cover_syncs: u64,
+}
+
+impl WalCounters {
+    /// Average pages per logger run, if any run was written.
+    pub fn pages_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.pages as f64 / self.runs as f64)
+    }
+
+    /// Average writes per logger run, if any run was written.
+    pub fn writes_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.writes as f64 / self.runs as f64)
+    }
+}
+
+/// What tierkv reports about its asynchronous API.
+#[derive(Debug, Clone, Default)]
+pub struct AsyncCounters {
+    /// Requests submitted through `submit_*`.
+    pub requests: u64,
+    /// Submissions refused with `Busy` (over `max_pending_requests`).
+    pub busy_rejections: u64,
+    /// `submit_get`s answered inline from a memtable.
+    pub lucky_reads: u64,
+}
+
+/// The result of a completed operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A write completed.
+    Written,
+    /// A point read completed; whether it found its key.
+    Found(bool),
+    /// A scan completed with this many keys.
+    Scanned(usize),
+}
+
+/// An operation for an engine's asynchronous API.
+#[derive(Debug, Clone, Copy)]
+pub enum AsyncOp<'a> {
+    /// `submit_put`.
+    Put { key: &'a [u8], value: &'a [u8] },
+    /// `submit_write` of a one-entry batch.
+    Write { key: &'a [u8], value: &'a [u8] },
+    /// `submit_get`.
+    Get { key: &'a [u8] },
+    /// `submit_scan` of up to `n` keys from `start`.
+    Scan { start: &'a [u8], n: usize },
+}
+
+/// A request in flight.
+pub trait Pending {
+    /// True once the request has completed (waiting will not block).
+    fn is_ready(&self) -> bool;
+    /// Blocks until the request completes.
+    fn wait(self: Box<Self>) -> Result<Outcome>;
+}
+
+/// What a submission returned.
+pub enum Submitted {
+    /// The request is in flight (or already complete: see [`Pending::is_ready`]).
+    InFlight(Box<dyn Pending>),
+    /// The engine's queue is full: retry after a request completes.
+    Busy,
+}
+
+/// tierkv settings with no RocksDB counterpart, passed through from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct TierkvExtra {
+    /// `wal_loggers`.
+    pub wal_loggers: Option<usize>,
+    /// `wal_inflight`.
+    pub wal_inflight: Option<usize>,
+    /// `wal_group_bytes`.
+    pub wal_group_bytes: Option<u64>,
+    /// `wal_io_uring = false` when set.
+    pub no_wal_io_uring: bool,
+    /// `pipeline_workers`.
+    pub pipeline_workers: Option<usize>,
+    /// `max_pending_requests`.
+    pub max_pending_requests: Option<usize>,
 }
 
 /// One tier of the benchmark's storage.
@@ -65,6 +173,8 @@ pub struct EngineConfig {
     pub target_file_size: u64,
     /// L1 target size.
     pub max_bytes_for_level_base: u64,
+    /// tierkv-only settings.
+    pub tierkv: TierkvExtra,
 }
 
 /// A key-value engine as the benchmark drives it.
@@ -81,31 +191,93 @@ pub trait Engine: Send + Sync {
     fn settle(&self) -> Result<()>;
     /// Counters since open.
     fn counters(&self) -> EngineCounters;
+    /// True if [`Engine::submit`] works (the engine has an asynchronous API).
+    fn supports_async(&self) -> bool {
+        false
+    }
+    /// Submits `op` through the asynchronous API.
+    fn submit(&self, op: AsyncOp<'_>) -> Result<Submitted> {
+        let _ = op;
+        bail!("this engine has no asynchronous API")
+    }
 }
 
-/// Levels on the fast tier for a profile name.
-pub fn profile_levels(profile: &str) -> Result<usize> {
-    match profile {
-        "pl" => Ok(0),
-        "" | "lad2" => Ok(2),
-        p => match p.strip_prefix("lad").and_then(|n| n.parse().ok()) {
-            Some(n) if n <= 7 => Ok(n),
-            _ => bail!("unknown profile {profile:?}: expected pl or lad0..lad7"),
-        },
+/// WAL mode named by a profile (tierkv only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalChoice {
+    /// Group commit (tierkv's default).
+    Group,
+    /// SpanDB's parallel WAL.
+    Parallel,
+}
+
+/// A parsed profile: placement and, for tierkv, the WAL mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// Levels on the fast tier.
+    pub levels_on_fast: usize,
+    /// WAL mode, if named.
+    pub wal: Option<WalChoice>,
+}
+
+/// Parses a profile: `+`-joined parts, at most one placement (`pl`, `lad0`..`lad7`; default
+/// `lad2`) and at most one WAL mode (`group`, `parallel`); empty means the defaults.
+pub fn parse_profile(profile: &str) -> Result<Profile> {
+    let mut levels = None;
+    let mut wal = None;
+    for part in profile.split('+').filter(|p| !p.is_empty()) {
+        let (is_wal, value) = match part {
+            "group" => (true, Some(WalChoice::Group)),
+            "parallel" => (true, Some(WalChoice::Parallel)),
+            _ => (false, None),
+        };
+        if is_wal {
+            if wal.is_some() {
+                bail!("profile {profile:?} names two WAL modes");
+            }
+            wal = value;
+            continue;
+        }
+        let n = match part {
+            "pl" => 0,
+            p => match p.strip_prefix("lad").and_then(|n| n.parse().ok()) {
+                Some(n) if n <= 7 => n,
+                _ => bail!(
+                    "unknown profile {part:?}: expected pl, lad0..lad7, group or parallel \
+                     (joined with +, e.g. pl+parallel)"
+                ),
+            },
+        };
+        if levels.is_some() {
+            bail!("profile {profile:?} names two placements");
+        }
+        levels = Some(n);
     }
+    Ok(Profile {
+        levels_on_fast: levels.unwrap_or(2),
+        wal,
+    })
 }
 
 /// Opens the engine named `spec` (`NAME[:PROFILE]`) on `cfg`'s tiers.
 pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     let (name, profile) = spec.split_once(':').unwrap_or((spec, ""));
-    let levels_on_fast = profile_levels(profile).with_context(|| format!("engine {spec:?}"))?;
+    let profile = parse_profile(profile).with_context(|| format!("engine {spec:?}"))?;
     match name {
-        "tierkv" => Ok(Box::new(tierkv_engine::TierkvEngine::open(
-            cfg,
-            levels_on_fast,
-        )?)),
+        "tierkv" => Ok(Box::new(tierkv_engine::TierkvEngine::open(cfg, profile)?)),
         #[cfg(feature = "rocksdb")]
-        "rocksdb" => Ok(Box::new(rocks::RocksEngine::open(cfg, levels_on_fast)?)),
+        "rocksdb" => {
+            if profile.wal.is_some() {
+                bail!(
+                    "engine {spec:?}: the WAL modes group/parallel are tierkv profiles; \
+                     RocksDB always uses its own group commit"
+                );
+            }
+            Ok(Box::new(rocks::RocksEngine::open(
+                cfg,
+                profile.levels_on_fast,
+            )?))
+        }
         #[cfg(not(feature = "rocksdb"))]
         "rocksdb" => bail!(
             "engine rocksdb needs the `rocksdb` feature: cargo run --release -p tierkv-bench \
@@ -117,7 +289,10 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
 
 mod tierkv_engine {
     use super::*;
-    use tierkv::{Compression, Db, Durability, Options, ReadOptions, TierConfig, WriteOptions};
+    use tierkv::{
+        Compression, Db, Durability, Handle, Options, ReadOptions, TierConfig, WalMode, WriteBatch,
+        WriteOptions,
+    };
 
     pub struct TierkvEngine {
         db: Db,
@@ -126,9 +301,9 @@ mod tierkv_engine {
     }
 
     impl TierkvEngine {
-        pub fn open(cfg: &EngineConfig, levels_on_fast: usize) -> Result<Self> {
+        pub fn open(cfg: &EngineConfig, profile: Profile) -> Result<Self> {
             let mut b = Options::builder()
-                .levels_on_fast(levels_on_fast)
+                .levels_on_fast(profile.levels_on_fast)
                 .write_buffer_size(cfg.write_buffer_size)
                 .max_immutable_memtables(cfg.max_immutable_memtables)
                 .block_cache_bytes(cfg.block_cache_bytes)
@@ -140,6 +315,30 @@ mod tierkv_engine {
             for t in &cfg.tiers {
                 b = b.tier(TierConfig::new(&t.name, &t.dir));
             }
+            match profile.wal {
+                Some(WalChoice::Group) => b = b.wal(WalMode::Group),
+                Some(WalChoice::Parallel) => b = b.wal(WalMode::Parallel),
+                None => {}
+            }
+            let x = &cfg.tierkv;
+            if let Some(n) = x.wal_loggers {
+                b = b.wal_loggers(n);
+            }
+            if let Some(n) = x.wal_inflight {
+                b = b.wal_inflight(n);
+            }
+            if let Some(n) = x.wal_group_bytes {
+                b = b.wal_group_bytes(n);
+            }
+            if x.no_wal_io_uring {
+                b = b.wal_io_uring(false);
+            }
+            if let Some(n) = x.pipeline_workers {
+                b = b.pipeline_workers(n);
+            }
+            if let Some(n) = x.max_pending_requests {
+                b = b.max_pending_requests(n);
+            }
             let durability = if cfg.sync {
                 Durability::Sync
             } else {
@@ -150,6 +349,66 @@ mod tierkv_engine {
                 write: WriteOptions { durability },
                 read: ReadOptions::default(),
             })
+        }
+    }
+
+    /// A tierkv request in flight.
+    enum TierkvPending {
+        Write(Handle<()>),
+        Get(Handle<Option<Vec<u8>>>),
+        Scan(Handle<Vec<(Vec<u8>, Vec<u8>)>>),
+    }
+
+    impl Pending for TierkvPending {
+        fn is_ready(&self) -> bool {
+            match self {
+                TierkvPending::Write(h) => h.is_ready(),
+                TierkvPending::Get(h) => h.is_ready(),
+                TierkvPending::Scan(h) => h.is_ready(),
+            }
+        }
+
+        fn wait(self: Box<Self>) -> Result<Outcome> {
+            Ok(match *self {
+                TierkvPending::Write(h) => {
+                    h.wait()?;
+                    Outcome::Written
+                }
+                TierkvPending::Get(h) => Outcome::Found(h.wait()?.is_some()),
+                TierkvPending::Scan(h) => {
+                    let rows = h.wait()?;
+                    std::hint::black_box(&rows);
+                    Outcome::Scanned(rows.len())
+                }
+            })
+        }
+    }
+
+    fn wal_counters(s: &tierkv::Stats) -> WalCounters {
+        WalCounters {
+            io_path: s.wal_io_path.clone(),
+            active_loggers: s.active_loggers,
+            runs: s.wal_runs,
+            pages: s.wal_pages,
+            writes: s.writes,
+            cover_syncs: s.wal_cover_syncs,
+        }
+    }
+
+    fn async_counters(s: &tierkv::Stats) -> AsyncCounters {
+        AsyncCounters {
+            requests: s.async_requests,
+            busy_rejections: s.busy_rejections,
+            lucky_reads: s.lucky_reads,
+        }
+    }
+
+    /// `Busy` becomes [`Submitted::Busy`]; other errors are errors.
+    fn submitted(r: tierkv::Result<TierkvPending>) -> Result<Submitted> {
+        match r {
+            Ok(p) => Ok(Submitted::InFlight(Box::new(p))),
+            Err(tierkv::Error::Busy(_)) => Ok(Submitted::Busy),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -183,6 +442,31 @@ mod tierkv_engine {
             Ok(self.db.wait_for_compactions()?)
         }
 
+        fn supports_async(&self) -> bool {
+            true
+        }
+
+        fn submit(&self, op: AsyncOp<'_>) -> Result<Submitted> {
+            submitted(match op {
+                AsyncOp::Put { key, value } => self
+                    .db
+                    .submit_put(&self.write, key, value)
+                    .map(TierkvPending::Write),
+                AsyncOp::Write { key, value } => {
+                    let mut batch = WriteBatch::new();
+                    batch.put(key, value);
+                    self.db
+                        .submit_write(&self.write, batch)
+                        .map(TierkvPending::Write)
+                }
+                AsyncOp::Get { key } => self.db.submit_get(&self.read, key).map(TierkvPending::Get),
+                AsyncOp::Scan { start, n } => self
+                    .db
+                    .submit_scan(ReadOptions::default(), start, n)
+                    .map(TierkvPending::Scan),
+            })
+        }
+
         fn counters(&self) -> EngineCounters {
             let s = self.db.stats();
             let mut reads_served = BTreeMap::new();
@@ -201,8 +485,11 @@ mod tierkv_engine {
                     })
                     .collect(),
                 reads_served,
-                avg_group_size: Some(s.average_group_size()),
+                // NB: the parallel WAL has no commit groups; its batching shows in writes/run.
+                avg_group_size: (s.write_groups > 0).then(|| s.average_group_size()),
                 stall_seconds: Some(s.stall_micros as f64 / 1e6),
+                wal: Some(wal_counters(&s)),
+                async_api: Some(async_counters(&s)),
                 detail: s.to_string(),
             }
         }
@@ -402,6 +689,8 @@ mod rocks {
                 reads_served,
                 avg_group_size: (leaders > 0).then(|| all as f64 / leaders as f64),
                 stall_seconds: Some(get("rocksdb.stall.micros") as f64 / 1e6),
+                wal: None,
+                async_api: None,
                 detail: self
                     .db
                     .property_value("rocksdb.levelstats")
@@ -409,6 +698,44 @@ mod rocks {
                     .flatten()
                     .unwrap_or_default(),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_join_placement_and_wal_mode() {
+        let p = |s| parse_profile(s).unwrap();
+        assert_eq!(
+            p(""),
+            Profile {
+                levels_on_fast: 2,
+                wal: None
+            }
+        );
+        assert_eq!(p("pl").levels_on_fast, 0);
+        assert_eq!(p("lad7").levels_on_fast, 7);
+        assert_eq!(p("parallel").wal, Some(WalChoice::Parallel));
+        assert_eq!(p("parallel").levels_on_fast, 2);
+        assert_eq!(
+            p("pl+parallel"),
+            Profile {
+                levels_on_fast: 0,
+                wal: Some(WalChoice::Parallel)
+            }
+        );
+        assert_eq!(
+            p("group+lad1"),
+            Profile {
+                levels_on_fast: 1,
+                wal: Some(WalChoice::Group)
+            }
+        );
+        for bad in ["lad8", "fast", "pl+lad1", "group+parallel", "pl+pl"] {
+            assert!(parse_profile(bad).is_err(), "{bad}");
         }
     }
 }

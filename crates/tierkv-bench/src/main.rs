@@ -10,7 +10,7 @@ mod workload;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use engine::{EngineConfig, TierDir};
+use engine::{EngineConfig, TierDir, TierkvExtra};
 use report::{RunRecord, TierMeasure};
 use runner::RunSpec;
 use std::path::PathBuf;
@@ -24,7 +24,9 @@ use workload::{Distribution, ValueSizes, Workload};
     about = "Benchmark tierkv against RocksDB on the same tiers"
 )]
 struct Args {
-    /// Engine: tierkv[:pl|lad1|lad2|lad3] or rocksdb[:pl|lad1..] (rocksdb needs --features rocksdb).
+    /// Engine: tierkv[:PROFILE] or rocksdb[:PROFILE] (rocksdb needs --features rocksdb). A
+    /// profile joins with `+` a placement (pl, lad0..lad7; default lad2) and, for tierkv, a WAL
+    /// mode (group, the default, or parallel): tierkv:parallel, tierkv:pl+parallel, rocksdb:lad1.
     #[arg(long, default_value = "tierkv")]
     engine: String,
     /// Run these engines one after another on fresh directories and print ratios against the
@@ -55,6 +57,10 @@ struct Args {
     /// Client threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Requests in flight per client thread through the engine's asynchronous API (submit_*);
+    /// 1 = synchronous calls. RocksDB has no asynchronous API and runs with 1 (the report says so).
+    #[arg(long, default_value_t = 1)]
+    inflight: usize,
     /// Key size in bytes (>= 8).
     #[arg(long, default_value_t = 16)]
     key_size: usize,
@@ -100,6 +106,25 @@ struct Args {
     /// L1 target size in bytes.
     #[arg(long, default_value_t = 256 << 20)]
     max_bytes_for_level_base: u64,
+    /// tierkv parallel WAL: most loggers writing at once (1..=8; engine default 3).
+    #[arg(long)]
+    wal_loggers: Option<usize>,
+    /// tierkv parallel WAL: writes each logger keeps in flight (1..=64; engine default 4).
+    #[arg(long)]
+    wal_inflight: Option<usize>,
+    /// tierkv parallel WAL: bytes of one memtable's page group (engine default 2x
+    /// --write-buffer-size).
+    #[arg(long)]
+    wal_group_bytes: Option<u64>,
+    /// tierkv parallel WAL: write pages with pwritev2 instead of io_uring.
+    #[arg(long)]
+    no_wal_io_uring: bool,
+    /// tierkv: threads serving asynchronous reads and deferred writes (engine default 2).
+    #[arg(long)]
+    pipeline_workers: Option<usize>,
+    /// tierkv: asynchronous requests admitted before submit_* answers Busy (engine default 4096).
+    #[arg(long)]
+    max_pending: Option<usize>,
     /// Write the JSON report(s) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -152,6 +177,12 @@ impl Args {
         if self.scan_length == 0 {
             bail!("--scan-length must be at least 1");
         }
+        if self.inflight == 0 || self.inflight > 4096 {
+            bail!(
+                "--inflight {} is out of range: accepted 1..=4096",
+                self.inflight
+            );
+        }
         let workload: Workload = self.workload.parse()?;
         Ok(RunSpec {
             workload,
@@ -164,6 +195,7 @@ impl Args {
             distribution: Distribution::parse(&self.distribution, self.zipf_theta)?,
             seed: self.seed,
             scan_length: self.scan_length,
+            inflight: self.inflight,
             progress: !self.quiet,
         })
     }
@@ -201,6 +233,14 @@ impl Args {
             background_threads: self.background_threads,
             target_file_size: self.target_file_size,
             max_bytes_for_level_base: self.max_bytes_for_level_base,
+            tierkv: TierkvExtra {
+                wal_loggers: self.wal_loggers,
+                wal_inflight: self.wal_inflight,
+                wal_group_bytes: self.wal_group_bytes,
+                no_wal_io_uring: self.no_wal_io_uring,
+                pipeline_workers: self.pipeline_workers,
+                max_pending_requests: self.max_pending,
+            },
         })
     }
 }
@@ -229,6 +269,20 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         .collect();
 
     let engine = engine::open(engine_spec, &cfg)?;
+    let mut spec = spec.clone();
+    let inflight_note = if spec.inflight > 1 && !engine.supports_async() {
+        let note = format!(
+            "{engine_spec} has no asynchronous API: --inflight {} falls back to 1 request in \
+             flight per thread (synchronous calls)",
+            spec.inflight
+        );
+        eprintln!("tierkv-bench: {note}");
+        spec.inflight = 1;
+        Some(note)
+    } else {
+        None
+    };
+    let spec = &spec;
     let load = if spec.workload.needs_load() {
         let l = runner::load(engine.as_ref(), spec)?;
         engine.flush()?;
@@ -263,6 +317,9 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         engine: engine_spec,
         workload: spec.workload.to_string(),
         threads: spec.threads,
+        inflight: spec.inflight,
+        inflight_requested: args.inflight,
+        inflight_note: inflight_note.as_deref(),
         sync: args.sync,
         load: load.as_ref(),
         run: &run,

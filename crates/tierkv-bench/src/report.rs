@@ -79,6 +79,12 @@ pub struct RunRecord<'a> {
     pub workload: String,
     /// Client threads.
     pub threads: usize,
+    /// Requests in flight per thread that the run used (1 = synchronous calls).
+    pub inflight: usize,
+    /// Requests in flight per thread that `--inflight` asked for.
+    pub inflight_requested: usize,
+    /// Why `inflight` differs from `inflight_requested`.
+    pub inflight_note: Option<&'a str>,
     /// Whether writes were synced.
     pub sync: bool,
     /// Load phase, if any.
@@ -133,10 +139,15 @@ impl RunRecord<'_> {
             }
             tiers.insert(m.name.clone(), t);
         }
+        let wal = self.counters.wal.as_ref();
+        let async_api = self.counters.async_api.as_ref();
         json!({
             "engine": self.engine,
             "workload": self.workload,
             "threads": self.threads,
+            "inflight": self.inflight,
+            "inflight_requested": self.inflight_requested,
+            "inflight_note": self.inflight_note,
             "sync": self.sync,
             "ops": self.run.ops,
             "seconds": self.run.seconds,
@@ -151,15 +162,31 @@ impl RunRecord<'_> {
             "reads_found": {"found": self.run.found, "attempted": self.run.reads},
             "avg_group_size": self.counters.avg_group_size,
             "stall_seconds": self.counters.stall_seconds,
+            "wal_io_path": wal.map(|w| w.io_path.as_str()),
+            "active_loggers": wal.map(|w| w.active_loggers),
+            "wal_runs": wal.map(|w| w.runs),
+            "wal_pages": wal.map(|w| w.pages),
+            "wal_pages_per_run": wal.and_then(|w| w.pages_per_run()),
+            "wal_writes_per_run": wal.and_then(|w| w.writes_per_run()),
+            "writes": wal.map(|w| w.writes),
+            "wal_cover_syncs": wal.map(|w| w.cover_syncs),
+            "async_requests": async_api.map(|a| a.requests),
+            "busy_rejections": async_api.map(|a| a.busy_rejections),
+            "lucky_reads": async_api.map(|a| a.lucky_reads),
+            "client_busy_waits": self.run.busy_waits,
+            "client_busy_sleeps": self.run.busy_sleeps,
         })
     }
 
     /// The human-readable report.
     pub fn print(&self) {
         println!(
-            "== {} on {} ({} threads, sync={})",
-            self.engine, self.workload, self.threads, self.sync
+            "== {} on {} ({} threads, inflight {}, sync={})",
+            self.engine, self.workload, self.threads, self.inflight, self.sync
         );
+        if let Some(note) = self.inflight_note {
+            println!("  NOTE: {note}");
+        }
         if let Some(l) = self.load {
             println!(
                 "load: {} ops in {:.2} s = {:.0} ops/s",
@@ -234,6 +261,31 @@ impl RunRecord<'_> {
         if let Some(s) = self.counters.stall_seconds {
             println!("  write stalls {s:.3} s");
         }
+        if let Some(w) = &self.counters.wal {
+            let per_run = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            println!(
+                "  WAL io path {}; {} active loggers; {} runs, {} pages: {} pages/run, {} writes/run; \
+                 {} cover syncs",
+                w.io_path,
+                w.active_loggers,
+                w.runs,
+                w.pages,
+                per_run(w.pages_per_run()),
+                per_run(w.writes_per_run()),
+                w.cover_syncs,
+            );
+        }
+        if let Some(a) = &self.counters.async_api {
+            println!(
+                "  async: {} requests, {} busy rejections, {} lucky reads; client waited on busy \
+                 {} times, slept {} times",
+                a.requests,
+                a.busy_rejections,
+                a.lucky_reads,
+                self.run.busy_waits,
+                self.run.busy_sleeps
+            );
+        }
     }
 }
 
@@ -252,8 +304,18 @@ pub fn print_comparison(records: &[Value]) {
         base["engine"].as_str().unwrap_or("?")
     );
     println!(
-        "  {:<16} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "engine", "ops/s", "x tput", "x p50", "x p99", "x WA", "x cpu/op"
+        "  {:<22} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "engine",
+        "inflight",
+        "ops/s",
+        "x tput",
+        "x p50",
+        "x p99",
+        "x WA",
+        "x cpu/op",
+        "cpu us/op",
+        "WAL io",
+        "wr/run"
     );
     for r in records {
         let ratio = |path: &[&str]| {
@@ -264,15 +326,34 @@ pub fn print_comparison(records: &[Value]) {
                 "-".into()
             }
         };
+        // An engine that fell back to fewer requests in flight than asked is marked with `*`.
+        let inflight = match (r["inflight"].as_u64(), r["inflight_requested"].as_u64()) {
+            (Some(used), Some(asked)) if used != asked => format!("{used}*"),
+            (Some(used), _) => used.to_string(),
+            _ => "-".into(),
+        };
+        let writes_per_run = r["wal_writes_per_run"]
+            .as_f64()
+            .map_or("-".into(), |v| format!("{v:.2}"));
         println!(
-            "  {:<16} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "  {:<22} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>9} {:>9}",
             r["engine"].as_str().unwrap_or("?"),
+            inflight,
             f(r, &["throughput_ops_per_sec"]),
             ratio(&["throughput_ops_per_sec"]),
             ratio(&["latency_us", "all", "p50"]),
             ratio(&["latency_us", "all", "p99"]),
             ratio(&["write_amplification"]),
             ratio(&["cpu_us_per_op"]),
+            f(r, &["cpu_us_per_op"]),
+            r["wal_io_path"].as_str().unwrap_or("-"),
+            writes_per_run,
         );
+    }
+    if records
+        .iter()
+        .any(|r| r["inflight"].as_u64() != r["inflight_requested"].as_u64())
+    {
+        println!("  * fewer requests in flight than --inflight asked: the engine has no asynchronous API");
     }
 }

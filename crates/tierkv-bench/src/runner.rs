@@ -1,7 +1,12 @@
 //! Drives an engine through a load phase and a run phase with N client threads, recording the
 //! latency of every operation in per-kind HDR histograms.
+//!
+//! With `inflight = 1` every client thread calls the engine synchronously. With `inflight = N >
+//! 1` each thread drives the engine's asynchronous API through a [`Window`] of up to N requests
+//! in flight; an operation's latency runs from its submission to the moment the thread sees it
+//! complete.
 
-use crate::engine::Engine;
+use crate::engine::{AsyncOp, Engine, Outcome, Pending, Submitted};
 use crate::workload::{
     fill_value, format_key, load_order, thread_rng, Distribution, KeyChooser, OpKind, ValueSizes,
     Workload,
@@ -9,7 +14,7 @@ use crate::workload::{
 use anyhow::Result;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -36,6 +41,8 @@ pub struct RunSpec {
     pub seed: u64,
     /// Keys per scan (scanrandom, readseq); YCSB-E draws 1..=scan_length uniformly.
     pub scan_length: usize,
+    /// Requests in flight per client thread (1 = synchronous calls).
+    pub inflight: usize,
     /// Show a progress bar.
     pub progress: bool,
 }
@@ -54,6 +61,11 @@ pub struct PhaseResult {
     pub found: u64,
     /// Reads attempted.
     pub reads: u64,
+    /// Submissions refused with `Busy` that the client answered by waiting for its oldest
+    /// request.
+    pub busy_waits: u64,
+    /// Submissions refused with `Busy` while the client had nothing in flight (it slept).
+    pub busy_sleeps: u64,
 }
 
 impl PhaseResult {
@@ -65,6 +77,8 @@ impl PhaseResult {
             user_bytes_written: 0,
             found: 0,
             reads: 0,
+            busy_waits: 0,
+            busy_sleeps: 0,
         }
     }
 
@@ -73,6 +87,8 @@ impl PhaseResult {
         self.user_bytes_written += other.user_bytes_written;
         self.found += other.found;
         self.reads += other.reads;
+        self.busy_waits += other.busy_waits;
+        self.busy_sleeps += other.busy_sleeps;
         for (kind, h) in other.latency {
             self.latency
                 .entry(kind)
@@ -126,6 +142,21 @@ pub fn load(engine: &dyn Engine, spec: &RunSpec) -> Result<PhaseResult> {
         let mut rng = thread_rng(spec.seed ^ 0x10ad, t);
         let mut result = PhaseResult::empty();
         let (mut key, mut value) = (Vec::new(), Vec::new());
+        if spec.inflight > 1 {
+            let mut window = Window::new(ctx, spec.inflight);
+            for &k in keys {
+                format_key(k, spec.key_size, &mut key);
+                fill_value(&mut rng, &spec.values, &mut value);
+                window.make_room(&mut result)?;
+                let op = AsyncOp::Put {
+                    key: &key,
+                    value: &value,
+                };
+                window.submit(&mut result, OpKind::Insert, op, Stage::Final)?;
+            }
+            window.drain(&mut result)?;
+            return Ok(result);
+        }
         for &k in keys {
             format_key(k, spec.key_size, &mut key);
             fill_value(&mut rng, &spec.values, &mut value);
@@ -160,7 +191,11 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<PhaseResult> {
     let deadline = spec.duration.map(|d| Instant::now() + d);
     run_threads(engine, spec, &shared, "run", total, |t, ctx| {
         let quota = per_thread + u64::from((t as u64) < extra);
-        client(ctx, t, quota, total, deadline)
+        if spec.inflight > 1 {
+            client_async(ctx, t, quota, total, deadline)
+        } else {
+            client(ctx, t, quota, total, deadline)
+        }
     })
 }
 
@@ -243,6 +278,276 @@ fn client(
         i += 1;
     }
     Ok(result)
+}
+
+/// One client thread of the run phase with up to `spec.inflight` requests in flight. It draws
+/// the same operations, keys and values as [`client`] for the same seed and thread.
+fn client_async(
+    ctx: &ClientCtx<'_>,
+    thread: usize,
+    quota: u64,
+    total: u64,
+    deadline: Option<Instant>,
+) -> Result<PhaseResult> {
+    let spec = ctx.spec;
+    let mut rng = thread_rng(spec.seed, thread);
+    let dist = spec
+        .workload
+        .forced_distribution(zipf_theta(spec))
+        .unwrap_or(spec.distribution);
+    let start_key = match spec.workload {
+        Workload::FillSeq => thread as u64 * quota,
+        _ => (spec.records / spec.threads as u64) * thread as u64,
+    };
+    let mut chooser = KeyChooser::new(dist, spec.records.max(1), start_key);
+    let mut result = PhaseResult::empty();
+    let mut window = Window::new(ctx, spec.inflight);
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < quota {
+        if i % 64 == 0
+            && (ctx.shared.stop.load(Ordering::Relaxed)
+                || deadline.is_some_and(|d| Instant::now() >= d))
+        {
+            break;
+        }
+        window.make_room(&mut result)?;
+        let done = ctx.shared.done_ops.load(Ordering::Relaxed);
+        let fraction = match deadline {
+            Some(_) if total == u64::MAX => elapsed_fraction(spec, deadline),
+            _ => done as f64 / total as f64,
+        };
+        let kind = spec.workload.mix(fraction).pick(&mut rng);
+        let newest = ctx
+            .shared
+            .next_insert
+            .load(Ordering::Relaxed)
+            .saturating_sub(1);
+        let index = match kind {
+            OpKind::Insert => ctx.shared.next_insert.fetch_add(1, Ordering::Relaxed),
+            _ => chooser.next(&mut rng, newest),
+        };
+        format_key(index, spec.key_size, &mut key);
+        let (op, stage) = match kind {
+            OpKind::Read => (AsyncOp::Get { key: &key }, Stage::Final),
+            OpKind::Update | OpKind::Insert => {
+                fill_value(&mut rng, &spec.values, &mut value);
+                let op = AsyncOp::Put {
+                    key: &key,
+                    value: &value,
+                };
+                (op, Stage::Final)
+            }
+            OpKind::Scan => {
+                let n = scan_len(spec, &mut rng);
+                (AsyncOp::Scan { start: &key, n }, Stage::Final)
+            }
+            OpKind::ReadModifyWrite => {
+                // The read goes first; the write is submitted once the read completes.
+                fill_value(&mut rng, &spec.values, &mut value);
+                let stage = Stage::ThenWrite {
+                    key: key.clone(),
+                    value: value.clone(),
+                };
+                (AsyncOp::Get { key: &key }, stage)
+            }
+        };
+        window.submit(&mut result, kind, op, stage)?;
+        i += 1;
+    }
+    window.drain(&mut result)?;
+    Ok(result)
+}
+
+/// What follows a request's completion.
+enum Stage {
+    /// The operation is complete.
+    Final,
+    /// The read of a read-modify-write: its write (`submit_write`) follows.
+    ThenWrite { key: Vec<u8>, value: Vec<u8> },
+}
+
+/// A request in flight and the operation it belongs to.
+struct InFlight {
+    pending: Box<dyn Pending>,
+    kind: OpKind,
+    /// When the operation's first request was submitted.
+    start: Instant,
+    /// Key and value bytes the request writes.
+    bytes: u64,
+    stage: Stage,
+}
+
+/// The second request of an operation, waiting to be submitted.
+struct Deferred {
+    kind: OpKind,
+    start: Instant,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// One client thread's requests in flight, oldest first, at most `depth` of them.
+struct Window<'c, 'a> {
+    ctx: &'c ClientCtx<'a>,
+    depth: usize,
+    queue: VecDeque<InFlight>,
+    deferred: VecDeque<Deferred>,
+}
+
+impl<'c, 'a> Window<'c, 'a> {
+    fn new(ctx: &'c ClientCtx<'a>, depth: usize) -> Self {
+        Window {
+            ctx,
+            depth: depth.max(1),
+            queue: VecDeque::with_capacity(depth),
+            deferred: VecDeque::new(),
+        }
+    }
+
+    /// Returns once fewer than `depth` requests are in flight and no second request is
+    /// waiting: first collects the requests that completed, then waits for the oldest.
+    fn make_room(&mut self, result: &mut PhaseResult) -> Result<()> {
+        loop {
+            if self.queue.len() >= self.depth {
+                self.reap_ready(result)?;
+            }
+            if self.queue.len() >= self.depth {
+                self.complete_oldest(result)?;
+                continue;
+            }
+            match self.deferred.pop_front() {
+                Some(d) => {
+                    let op = AsyncOp::Write {
+                        key: &d.key,
+                        value: &d.value,
+                    };
+                    self.submit_at(result, d.kind, op, Stage::Final, d.start)?;
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Submits an operation's first request; the caller made room.
+    fn submit(
+        &mut self,
+        result: &mut PhaseResult,
+        kind: OpKind,
+        op: AsyncOp<'_>,
+        stage: Stage,
+    ) -> Result<()> {
+        self.submit_at(result, kind, op, stage, Instant::now())
+    }
+
+    /// Submits `op`. On `Busy` it waits for its oldest request and retries; with nothing of
+    /// its own in flight (other threads filled the engine's queue) it sleeps, with backoff.
+    fn submit_at(
+        &mut self,
+        result: &mut PhaseResult,
+        kind: OpKind,
+        op: AsyncOp<'_>,
+        stage: Stage,
+        start: Instant,
+    ) -> Result<()> {
+        let bytes = match op {
+            AsyncOp::Put { key, value } | AsyncOp::Write { key, value } => {
+                (key.len() + value.len()) as u64
+            }
+            AsyncOp::Get { .. } | AsyncOp::Scan { .. } => 0,
+        };
+        let mut backoff = Duration::from_micros(20);
+        let pending = loop {
+            match self.ctx.engine.submit(op)? {
+                Submitted::InFlight(p) => break p,
+                Submitted::Busy if !self.queue.is_empty() => {
+                    result.busy_waits += 1;
+                    self.complete_oldest(result)?;
+                }
+                Submitted::Busy => {
+                    result.busy_sleeps += 1;
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(1));
+                }
+            }
+        };
+        let request = InFlight {
+            pending,
+            kind,
+            start,
+            bytes,
+            stage,
+        };
+        if request.pending.is_ready() {
+            // Completed inline (a read served from a memtable).
+            self.complete(result, request)
+        } else {
+            self.queue.push_back(request);
+            Ok(())
+        }
+    }
+
+    /// Completes requests that are ready, without blocking: the ready ones at the front if
+    /// there are any (cheap, the common case), else every ready one behind a slow oldest.
+    fn reap_ready(&mut self, result: &mut PhaseResult) -> Result<()> {
+        let mut freed = false;
+        while self.queue.front().is_some_and(|r| r.pending.is_ready()) {
+            let request = self.queue.pop_front().expect("front exists");
+            self.complete(result, request)?;
+            freed = true;
+        }
+        if freed {
+            return Ok(());
+        }
+        let mut i = 1;
+        while i < self.queue.len() {
+            if self.queue[i].pending.is_ready() {
+                let request = self.queue.remove(i).expect("index in range");
+                self.complete(result, request)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest request.
+    fn complete_oldest(&mut self, result: &mut PhaseResult) -> Result<()> {
+        match self.queue.pop_front() {
+            Some(request) => self.complete(result, request),
+            None => Ok(()),
+        }
+    }
+
+    fn complete(&mut self, result: &mut PhaseResult, request: InFlight) -> Result<()> {
+        let outcome = request.pending.wait()?;
+        if let Outcome::Found(found) = outcome {
+            result.reads += 1;
+            result.found += u64::from(found);
+        }
+        result.user_bytes_written += request.bytes;
+        match request.stage {
+            Stage::Final => {
+                record(result, request.kind, request.start);
+                self.ctx.shared.done_ops.fetch_add(1, Ordering::Relaxed);
+            }
+            Stage::ThenWrite { key, value } => self.deferred.push_back(Deferred {
+                kind: request.kind,
+                start: request.start,
+                key,
+                value,
+            }),
+        }
+        Ok(())
+    }
+
+    /// Completes everything in flight, second requests included.
+    fn drain(&mut self, result: &mut PhaseResult) -> Result<()> {
+        while !self.queue.is_empty() || !self.deferred.is_empty() {
+            self.make_room(result)?;
+            self.complete_oldest(result)?;
+        }
+        Ok(())
+    }
 }
 
 fn zipf_theta(spec: &RunSpec) -> f64 {
@@ -380,4 +685,170 @@ fn new_bar(phase: &str, total: u64, duration: Option<Duration>) -> ProgressBar {
             .progress_chars("=> "),
     );
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineCounters;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+
+    /// A request of the fake engine: done once its flag is set.
+    struct FakePending {
+        done: Arc<AtomicBool>,
+        outcome: Outcome,
+    }
+
+    impl Pending for FakePending {
+        fn is_ready(&self) -> bool {
+            self.done.load(Ordering::Acquire)
+        }
+
+        fn wait(self: Box<Self>) -> Result<Outcome> {
+            while !self.done.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            Ok(self.outcome)
+        }
+    }
+
+    /// An engine whose requests complete in order on a worker thread, 30 us apart, and that
+    /// answers `Busy` beyond `cap` requests in flight; it records the most ever in flight.
+    struct FakeEngine {
+        cap: usize,
+        in_flight: Arc<AtomicUsize>,
+        most: AtomicUsize,
+        busy: AtomicU64,
+        submitted: AtomicU64,
+        queue: Mutex<mpsc::Sender<Arc<AtomicBool>>>,
+    }
+
+    impl FakeEngine {
+        fn new(cap: usize) -> Self {
+            let (tx, rx) = mpsc::channel::<Arc<AtomicBool>>();
+            let in_flight = Arc::new(AtomicUsize::new(0));
+            let worker_count = Arc::clone(&in_flight);
+            std::thread::spawn(move || {
+                for done in rx {
+                    std::thread::sleep(Duration::from_micros(30));
+                    worker_count.fetch_sub(1, Ordering::AcqRel);
+                    done.store(true, Ordering::Release);
+                }
+            });
+            FakeEngine {
+                cap,
+                in_flight,
+                most: AtomicUsize::new(0),
+                busy: AtomicU64::new(0),
+                submitted: AtomicU64::new(0),
+                queue: Mutex::new(tx),
+            }
+        }
+    }
+
+    impl Engine for FakeEngine {
+        fn put(&self, _: &[u8], _: &[u8]) -> Result<()> {
+            unreachable!("the async path makes no synchronous calls")
+        }
+        fn get(&self, _: &[u8]) -> Result<bool> {
+            unreachable!("the async path makes no synchronous calls")
+        }
+        fn scan(&self, _: &[u8], _: usize) -> Result<usize> {
+            unreachable!("the async path makes no synchronous calls")
+        }
+        fn flush(&self) -> Result<()> {
+            Ok(())
+        }
+        fn settle(&self) -> Result<()> {
+            Ok(())
+        }
+        fn counters(&self) -> EngineCounters {
+            EngineCounters::default()
+        }
+        fn supports_async(&self) -> bool {
+            true
+        }
+        fn submit(&self, op: AsyncOp<'_>) -> Result<Submitted> {
+            let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+            if now > self.cap {
+                self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                self.busy.fetch_add(1, Ordering::Relaxed);
+                return Ok(Submitted::Busy);
+            }
+            self.most.fetch_max(now, Ordering::Relaxed);
+            self.submitted.fetch_add(1, Ordering::Relaxed);
+            let outcome = match op {
+                AsyncOp::Put { .. } | AsyncOp::Write { .. } => Outcome::Written,
+                AsyncOp::Get { .. } => Outcome::Found(true),
+                AsyncOp::Scan { n, .. } => Outcome::Scanned(n),
+            };
+            let done = Arc::new(AtomicBool::new(false));
+            self.queue.lock().unwrap().send(Arc::clone(&done)).unwrap();
+            Ok(Submitted::InFlight(Box::new(FakePending { done, outcome })))
+        }
+    }
+
+    fn spec(workload: Workload, threads: usize, inflight: usize) -> RunSpec {
+        RunSpec {
+            workload,
+            records: 1000,
+            ops: Some(600),
+            duration: None,
+            threads,
+            key_size: 16,
+            values: "100".parse().unwrap(),
+            distribution: Distribution::Zipfian(0.99),
+            seed: 42,
+            scan_length: 10,
+            inflight,
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn window_keeps_at_most_inflight_requests_per_thread() {
+        let engine = FakeEngine::new(1000);
+        let r = run(&engine, &spec(Workload::Ycsb(0), 1, 6)).unwrap();
+        assert_eq!(r.ops, 600);
+        let most = engine.most.load(Ordering::Relaxed);
+        assert!((3..=6).contains(&most), "most in flight {most}");
+        assert_eq!(engine.submitted.load(Ordering::Relaxed), 600);
+        assert_eq!(r.reads, r.found);
+        assert_eq!(r.busy_waits + r.busy_sleeps, 0);
+    }
+
+    #[test]
+    fn busy_waits_for_the_oldest_request_and_loses_no_op() {
+        // Two threads with 8 in flight each against an engine that admits 5.
+        let engine = FakeEngine::new(5);
+        let r = run(&engine, &spec(Workload::Ycsb(5), 2, 8)).unwrap();
+        assert_eq!(r.ops, 600);
+        assert!(engine.most.load(Ordering::Relaxed) <= 5);
+        assert!(engine.busy.load(Ordering::Relaxed) > 0);
+        assert_eq!(
+            engine.busy.load(Ordering::Relaxed),
+            r.busy_waits + r.busy_sleeps
+        );
+        // Read-modify-writes are two requests each; every other op is one.
+        let rmw = r
+            .latency
+            .get(&OpKind::ReadModifyWrite)
+            .map_or(0, |h| h.len());
+        assert_eq!(engine.submitted.load(Ordering::Relaxed), 600 + rmw);
+        assert!(rmw > 200);
+        assert_eq!(r.reads, 600);
+    }
+
+    #[test]
+    fn load_phase_uses_the_window_too() {
+        let engine = FakeEngine::new(1000);
+        let s = spec(Workload::ReadRandom, 2, 4);
+        let l = load(&engine, &s).unwrap();
+        assert_eq!(l.ops, 1000);
+        assert_eq!(engine.submitted.load(Ordering::Relaxed), 1000);
+        assert!(engine.most.load(Ordering::Relaxed) <= 8);
+        assert_eq!(l.user_bytes_written, 1000 * (16 + 100));
+    }
 }

@@ -124,6 +124,9 @@ fn invalid_arguments_are_clear_errors_not_panics() {
         (vec!["--value-size", "big"], "--value-size"),
         (vec!["--engine", "leveldb"], "unknown engine"),
         (vec!["--engine", "tierkv:lad9"], "unknown profile"),
+        (vec!["--engine", "tierkv:group+parallel"], "two WAL modes"),
+        (vec!["--engine", "tierkv:pl+lad1"], "two placements"),
+        (vec!["--inflight", "0"], "--inflight"),
         (vec!["--key-size", "4"], "--key-size"),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -141,4 +144,247 @@ fn invalid_arguments_are_clear_errors_not_panics() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn inflight_drives_the_async_api_on_every_op_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    // fillrandom --sync: puts; ycsb-a zipfian: gets and puts on hot keys; ycsb-e: scans and
+    // inserts; ycsb-f: read-modify-writes (get, then submit_write); readrandom: every key found.
+    for (w, sync) in [
+        ("fillrandom", true),
+        ("ycsb-a", false),
+        ("ycsb-e", false),
+        ("ycsb-f", false),
+        ("readrandom", false),
+    ] {
+        let json = dir.path().join(format!("{w}-inflight.json"));
+        let mut args = vec![
+            "--workload",
+            w,
+            "--records",
+            "1500",
+            "--ops",
+            "1500",
+            "--threads",
+            "2",
+            "--inflight",
+            "8",
+            "--distribution",
+            "zipfian",
+            "--zipf-theta",
+            "0.99",
+            "--value-size",
+            "200",
+            "--write-buffer-size",
+            "262144",
+            "--quiet",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        if sync {
+            args.push("--sync");
+        }
+        let out = bench(&args);
+        assert!(
+            out.status.success(),
+            "{w}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = read_json(&json);
+        assert_eq!(report["ops"], 1500, "{w}");
+        assert_eq!(report["inflight"], 8, "{w}");
+        assert_eq!(report["inflight_requested"], 8, "{w}");
+        assert!(report["inflight_note"].is_null(), "{w}");
+        assert_eq!(report["sync"], sync, "{w}");
+        // Lucky reads complete inline and are not counted as admitted requests.
+        let submitted =
+            report["async_requests"].as_u64().unwrap() + report["lucky_reads"].as_u64().unwrap();
+        assert!(
+            submitted >= 1500,
+            "{w}: every op went through submit_*: {report}"
+        );
+        assert_eq!(report["wal_io_path"], "group", "{w}");
+        assert!(report["latency_us"]["all"]["p99"].as_f64().unwrap() > 0.0);
+        assert!(report["cpu_us_per_op"].as_f64().unwrap() > 0.0);
+        let found = &report["reads_found"];
+        if w == "readrandom" {
+            assert_eq!(found["attempted"], 1500);
+            assert_eq!(
+                found["found"], found["attempted"],
+                "every loaded key is found"
+            );
+        }
+        if w == "ycsb-f" {
+            // Half the ops are read-modify-writes: each is one read and one write.
+            let rmw = report["latency_us"]["rmw"]["count"].as_u64().unwrap();
+            assert!(rmw > 500, "{report}");
+            assert_eq!(found["attempted"].as_u64().unwrap(), 1500);
+        }
+    }
+}
+
+#[test]
+fn wal_profiles_run_side_by_side_with_inflight() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("wal.json");
+    let out = bench(&[
+        "--compare",
+        "tierkv:group,tierkv:parallel,tierkv:pl+parallel",
+        "--workload",
+        "fillrandom",
+        "--sync",
+        "--records",
+        "2000",
+        "--threads",
+        "2",
+        "--inflight",
+        "16",
+        "--wal-loggers",
+        "2",
+        "--write-buffer-size",
+        "262144",
+        "--quiet",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("comparison (ratios against tierkv:group)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("WAL io path"), "{stdout}");
+    let report = read_json(&json);
+    let runs = report.as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[0]["engine"], "tierkv:group");
+    assert_eq!(runs[0]["wal_io_path"], "group");
+    for r in &runs[1..] {
+        assert_eq!(r["ops"], 2000, "{r}");
+        assert_eq!(r["inflight"], 16, "{r}");
+        let path = r["wal_io_path"].as_str().unwrap();
+        assert!(["io_uring", "pwrite"].contains(&path), "{r}");
+        assert!(r["wal_runs"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["wal_pages_per_run"].as_f64().unwrap() >= 1.0, "{r}");
+        assert!(r["wal_writes_per_run"].as_f64().unwrap() > 0.0, "{r}");
+        let loggers = r["active_loggers"].as_u64().unwrap();
+        assert!((1..=2).contains(&loggers), "{r}");
+    }
+    // The parallel profile with pl placement keeps no tables on the fast tier.
+    assert_eq!(runs[2]["engine"], "tierkv:pl+parallel");
+}
+
+#[test]
+fn wal_profiles_run_synchronously_too() {
+    let dir = tempfile::tempdir().unwrap();
+    for engine in ["tierkv:group", "tierkv:parallel"] {
+        let json = dir.path().join("sync.json");
+        let out = bench(&[
+            "--engine",
+            engine,
+            "--workload",
+            "ycsb-a",
+            "--distribution",
+            "zipfian",
+            "--sync",
+            "--records",
+            "1000",
+            "--ops",
+            "1000",
+            "--write-buffer-size",
+            "262144",
+            "--quiet",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = read_json(&json);
+        assert_eq!(report["engine"], engine);
+        assert_eq!(report["inflight"], 1);
+        assert_eq!(report["ops"], 1000);
+        assert_eq!(
+            report["async_requests"], 0,
+            "--inflight 1 stays synchronous"
+        );
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_falls_back_to_one_request_in_flight_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rocks.json");
+    let out = bench(&[
+        "--compare",
+        "rocksdb,tierkv",
+        "--workload",
+        "fillrandom",
+        "--records",
+        "1000",
+        "--threads",
+        "2",
+        "--inflight",
+        "4",
+        "--quiet",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no asynchronous API"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("NOTE: rocksdb has no asynchronous API"),
+        "{stdout}"
+    );
+    let report = read_json(&json);
+    let runs = report.as_array().unwrap();
+    assert_eq!(runs[0]["inflight"], 1);
+    assert_eq!(runs[0]["inflight_requested"], 4);
+    assert!(runs[0]["inflight_note"]
+        .as_str()
+        .unwrap()
+        .contains("falls back"));
+    assert_eq!(runs[1]["inflight"], 4);
+    assert_eq!(runs[0]["ops"], 1000);
+    assert!(runs[0]["wal_io_path"].is_null());
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_rejects_wal_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "--engine",
+        "rocksdb:parallel",
+        "--records",
+        "10",
+        "--quiet",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("tierkv profiles"), "{stderr}");
 }

@@ -62,6 +62,29 @@ pub struct EngineArgs {
     /// Block cache budget, e.g. 256MiB (0 disables the cache).
     #[arg(long, value_name = "SIZE", value_parser = parse_size, global = true)]
     pub block_cache: Option<u64>,
+
+    /// How the WAL is written: group commit, or SpanDB's parallel WAL (several loggers
+    /// writing a preallocated page area).
+    #[arg(long, value_enum, global = true)]
+    pub wal: Option<WalArg>,
+}
+
+/// WAL modes as typed on the command line.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalArg {
+    /// One log file per memtable, written by a group-commit leader.
+    Group,
+    /// A page area on the fast tier written by up to three loggers at once.
+    Parallel,
+}
+
+impl From<WalArg> for tierkv::WalMode {
+    fn from(w: WalArg) -> Self {
+        match w {
+            WalArg::Group => tierkv::WalMode::Group,
+            WalArg::Parallel => tierkv::WalMode::Parallel,
+        }
+    }
 }
 
 /// Compression names as typed on the command line.

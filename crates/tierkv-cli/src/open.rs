@@ -59,6 +59,9 @@ impl EngineArgs {
         if let Some(bytes) = self.block_cache {
             opts.block_cache_bytes = to_usize(bytes, "--block-cache")?;
         }
+        if let Some(wal) = self.wal {
+            opts.wal = wal.into();
+        }
         Ok(())
     }
 

@@ -120,6 +120,11 @@ impl<T> std::fmt::Debug for Handle<T> {
 impl<T> Completer<T> {
     /// Completes the request. Consumes the completer, so it happens at most once.
     pub fn complete(self, result: Result<T>) {
+        // NB: out of the in-flight count before the result is published, so a caller woken
+        // by it can submit its next request without being refused as `Busy`.
+        if let Some(pending) = &self.shared.pending {
+            pending.fetch_sub(1, Ordering::AcqRel);
+        }
         let waker = {
             let mut slot = self.shared.slot.lock();
             debug_assert!(!slot.completed, "a request completed twice");
@@ -128,9 +133,6 @@ impl<T> Completer<T> {
             slot.waker.take()
         };
         self.shared.cv.notify_all();
-        if let Some(pending) = &self.shared.pending {
-            pending.fetch_sub(1, Ordering::AcqRel);
-        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -145,6 +147,9 @@ impl<T> Drop for Completer<T> {
         if slot.completed {
             return;
         }
+        if let Some(pending) = &self.shared.pending {
+            pending.fetch_sub(1, Ordering::AcqRel);
+        }
         slot.result = Some(Err(Error::Closed(
             "the request was dropped before it completed".into(),
         )));
@@ -152,9 +157,6 @@ impl<T> Drop for Completer<T> {
         let waker = slot.waker.take();
         drop(slot);
         self.shared.cv.notify_all();
-        if let Some(pending) = &self.shared.pending {
-            pending.fetch_sub(1, Ordering::AcqRel);
-        }
         if let Some(w) = waker {
             w.wake();
         }

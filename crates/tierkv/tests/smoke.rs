@@ -227,3 +227,27 @@ fn parallel_wal_concurrent_sync_writes_survive_reopen() {
         Err(tierkv::Error::Conflict { .. })
     ));
 }
+
+#[test]
+fn group_mode_async_writes_complete_and_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(dir.path(), 1)).unwrap();
+    let handles: Vec<_> = (0..500u32)
+        .map(|i| db.submit_put(&WriteOptions::sync(), &key(i), b"v").unwrap())
+        .collect();
+    for h in handles {
+        h.wait().unwrap();
+    }
+    for i in 0..500u32 {
+        assert_eq!(
+            db.get(&ReadOptions::default(), &key(i)).unwrap(),
+            Some(b"v".to_vec())
+        );
+    }
+    let stats = db.stats();
+    assert_eq!(stats.writes, 500);
+    assert!(
+        stats.write_groups < 500,
+        "async writes share groups: {stats}"
+    );
+}

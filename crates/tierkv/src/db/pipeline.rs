@@ -125,6 +125,8 @@ pub(super) enum Task {
         commit: super::txn::PreparedCommit,
         done: Completer<()>,
     },
+    /// Group mode: lead the group of an asynchronous writer at the queue's front.
+    Lead(Arc<super::write::Writer>),
 }
 
 /// The pipeline's shared state. One per database.
@@ -217,7 +219,7 @@ impl Pipeline {
         }
     }
 
-    fn push_task(&self, task: Task) {
+    pub fn push_task(&self, task: Task) {
         self.tasks.lock().push_back(task);
         self.tasks_cv.notify_one();
         self.nudge_head();
@@ -297,11 +299,7 @@ impl DbInner {
         self.reserve_request()?;
         let (handle, done) = self.async_channel();
         if self.pipeline.pwal.is_none() {
-            self.pipeline.push_task(Task::Write {
-                durability,
-                batch,
-                done,
-            });
+            self.enqueue_async(durability, batch, done);
             return Ok(handle);
         }
         if let Some((batch, done)) = self.admit(durability, Some(batch), false, done, false)? {
@@ -485,9 +483,15 @@ impl DbInner {
         let mem = Arc::clone(admit.mem.as_ref().expect("make_room sets the memtable"));
         let reserved = group.reserve(worst);
         debug_assert!(reserved, "make_room left room in the group");
-        mem.begin_write();
         let sync = durability == Durability::Sync;
-        p.tracker.lock().units.push_back(Unit {
+        let mut tracker = p.tracker.lock();
+        if let Some(e) = &tracker.failed {
+            // NB: the log failed after this write passed `make_room`; it must not be logged
+            // after writes that were failed.
+            return Err(Error::Closed(format!("the WAL write failed: {e}")));
+        }
+        mem.begin_write();
+        tracker.units.push_back(Unit {
             first: seq,
             last: seq + n - 1,
             sync,
@@ -496,6 +500,7 @@ impl DbInner {
             completer: done.take(),
             mem: Arc::clone(&mem),
         });
+        drop(tracker);
         p.logq.lock().push_back(LogEntry {
             seq,
             batch,
@@ -573,6 +578,9 @@ impl DbInner {
             .page_offset(group.slot, first_page);
         Counters::add(&self.counters.wal_runs, 1);
         Counters::add(&self.counters.wal_pages, pages);
+        let tier0 = &self.tiers.get(0).counters;
+        tier0.written[crate::tier::WriteKind::Wal as usize]
+            .fetch_add(pages * PAGE as u64, Ordering::Relaxed);
         Some((
             Run {
                 entries,
@@ -646,6 +654,10 @@ impl DbInner {
         let mut completed = Vec::new();
         let mut flushable = false;
         let mut t = p.tracker.lock();
+        if t.failed.is_some() {
+            // Everything unpublished was failed; nothing may become visible any more.
+            return Advance::Done;
+        }
         update(&mut t);
         let mut visible = None;
         let mut result = Advance::Done;
@@ -790,6 +802,10 @@ fn run_task(db: &DbInner, task: Task) {
             }
         }
         Task::Commit { commit, done } => done.complete(db.commit(commit)),
+        Task::Lead(writer) => {
+            // NB: the group's leader completes every handle, this writer's included.
+            let _ = db.lead(&writer);
+        }
     }
 }
 

@@ -12,9 +12,11 @@
 //! before a newer one is (`wal::set`), so recovery can always rebuild a prefix of history.
 
 use super::open::WAL_BUFFER;
+use super::pipeline::Task;
 use super::DbInner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::handle::Completer;
 use crate::memtable::MemTable;
 use crate::options::Durability;
 use crate::stats::Counters;
@@ -36,6 +38,8 @@ pub(crate) struct Writer {
     /// A transaction's validation, run by this writer as leader of its group.
     check: Option<Check>,
     result: Mutex<Option<Result<()>>>,
+    /// The handle's completer of an asynchronous write (no thread waits for it).
+    completer: Mutex<Option<Completer<()>>>,
 }
 
 /// A validation run just before a write is numbered; its error refuses the write.
@@ -75,6 +79,7 @@ impl DbInner {
             force_switch,
             check,
             result: Mutex::new(None),
+            completer: Mutex::new(None),
         });
         let mut queue = self.writers.lock();
         queue.push_back(Arc::clone(&me));
@@ -87,8 +92,40 @@ impl DbInner {
             }
             self.writers_cv.wait(&mut queue);
         }
-        // Leader. Followers may enqueue meanwhile; the group is taken under the lock.
         drop(queue);
+        self.lead(&me)
+    }
+
+    /// Asynchronous group-mode write: joins the writer queue without a waiting thread; its
+    /// handle is completed by the leader of its group. When it reaches the front of the queue
+    /// a worker leads for it.
+    pub(super) fn enqueue_async(
+        &self,
+        durability: Durability,
+        batch: WriteBatch,
+        done: Completer<()>,
+    ) {
+        let me = Arc::new(Writer {
+            batch: Mutex::new(Some(batch)),
+            durability,
+            force_switch: false,
+            check: None,
+            result: Mutex::new(None),
+            completer: Mutex::new(Some(done)),
+        });
+        let mut queue = self.writers.lock();
+        queue.push_back(Arc::clone(&me));
+        let front = queue.len() == 1;
+        drop(queue);
+        if front {
+            self.pipeline.push_task(Task::Lead(me));
+        }
+    }
+
+    /// Leads the group starting at `me` (the queue's front): makes room, commits the group,
+    /// hands every member its result and passes the lead on.
+    pub(super) fn lead(&self, me: &Arc<Writer>) -> Result<()> {
+        // Followers may enqueue meanwhile; the group is taken under the lock.
         let bytes = me.batch.lock().as_ref().map_or(0, WriteBatch::user_bytes);
         let room = self
             .make_room(me.force_switch, bytes, &mut WalRoom::Group, true)
@@ -99,19 +136,34 @@ impl DbInner {
         let mut queue = self.writers.lock();
         let group: Vec<Arc<Writer>> = match room {
             Ok(()) => take_group(&queue),
-            Err(_) => vec![Arc::clone(&me)],
+            Err(_) => vec![Arc::clone(me)],
         };
         drop(queue);
         let result = room.and_then(|()| self.commit_group(&group));
+        let mut done = Vec::new();
         queue = self.writers.lock();
         for w in &group {
             queue.pop_front();
-            if !Arc::ptr_eq(w, &me) {
-                *w.result.lock() = Some(result.as_ref().map(|_| ()).map_err(Error::duplicate));
+            let r = result.as_ref().map(|_| ()).map_err(Error::duplicate);
+            match w.completer.lock().take() {
+                Some(c) => done.push((c, r)),
+                None if !Arc::ptr_eq(w, me) => *w.result.lock() = Some(r),
+                None => {}
             }
         }
+        // NB: an asynchronous writer has no thread of its own to lead: a worker does.
+        let next = queue
+            .front()
+            .filter(|w| w.completer.lock().is_some())
+            .cloned();
         drop(queue);
         self.writers_cv.notify_all();
+        if let Some(next) = next {
+            self.pipeline.push_task(Task::Lead(next));
+        }
+        for (c, r) in done {
+            c.complete(r);
+        }
         result
     }
 

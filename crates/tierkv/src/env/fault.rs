@@ -187,10 +187,15 @@ impl FileData {
         let start = (sector * SECTOR).max(self.stable);
         let end = (sector * SECTOR + SECTOR).min(out.len());
         let half = (sector * SECTOR + SECTOR / 2).max(start);
+        // NB: a crash never shortens a file below its durable size: a torn overwrite inside
+        // it (a preallocated WAL area) tears in place.
+        let cut_from = start.max(self.durable.len());
         if half < end && rng.gen_bool(0.5) {
             out[half..end].fill(0);
-        } else if start < end {
-            out.truncate(rng.gen_range(start..end));
+        } else if cut_from < end {
+            out.truncate(rng.gen_range(cut_from..end));
+        } else if half < end {
+            out[half..end].fill(0);
         }
         out
     }

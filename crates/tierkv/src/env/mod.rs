@@ -61,7 +61,7 @@ pub trait Fs: Send + Sync + 'static {
 pub trait PositionalFile: Send + Sync {
     /// Writes `data` at `offset`. With `durable`, `data` is on stable storage when this
     /// returns (`RWF_DSYNC`, or a write followed by `fdatasync`); other writes that completed
-    /// before may or may not be.
+    /// before may or may not be. Without, it survives a process crash (like `append`).
     fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()>;
     /// Makes every write that completed before this call durable (`fdatasync`).
     fn sync(&self) -> Result<()>;

@@ -150,6 +150,12 @@ impl PosixFs {
             }
             file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
         }
+        // The zeros need no cache, and cached pages would make every O_DIRECT write to them
+        // invalidate cache first (and, under a memory limit, push other data out).
+        // SAFETY: posix_fadvise only reads its integer arguments on an open descriptor.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
         // NB: O_DIRECT is refused by some file systems (tmpfs); the buffered descriptor serves.
         let direct = OpenOptions::new()
             .read(true)
@@ -186,16 +192,19 @@ fn is_aligned(offset: u64, data: &[u8]) -> bool {
 
 impl PositionalFile for PosixPositional {
     fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()> {
+        if !durable {
+            // NB: a write that need not be durable yet is cheapest in the page cache; a later
+            // `sync` (or a durable write plus a covering sync) makes it durable.
+            return self
+                .file
+                .write_all_at(data, offset)
+                .map_err(|e| Error::io("pwrite", &self.path, e));
+        }
         let file = match &self.direct {
             Some(direct) if is_aligned(offset, data) => direct,
             _ => &self.file,
         };
-        if durable {
-            return pwrite_dsync(file, offset, data)
-                .map_err(|e| Error::io("pwritev2", &self.path, e));
-        }
-        file.write_all_at(data, offset)
-            .map_err(|e| Error::io("pwrite", &self.path, e))
+        pwrite_dsync(file, offset, data).map_err(|e| Error::io("pwritev2", &self.path, e))
     }
 
     fn sync(&self) -> Result<()> {

@@ -1,6 +1,7 @@
-//! A logger's I/O: page-aligned writes to the parallel-WAL area, several in flight through
-//! io_uring on an `O_DIRECT` descriptor, or one at a time with `pwritev2` where io_uring or
-//! `O_DIRECT` is unavailable (an old kernel, a seccomp filter, tmpfs, the test file system).
+//! A logger's I/O: page-aligned writes to the parallel-WAL area. Durable runs go several at a
+//! time through io_uring on an `O_DIRECT` descriptor with `RWF_DSYNC`, or one at a time with
+//! `pwritev2` where io_uring or `O_DIRECT` is unavailable (an old kernel, a seccomp filter,
+//! tmpfs, the test file system). Runs that need not be durable go to the page cache.
 
 use super::parallel::AlignedBuf;
 use crate::env::PositionalFile;
@@ -65,15 +66,17 @@ impl LogIo {
     /// # Safety
     /// `buf` must stay alive and unmoved until its completion is collected.
     pub unsafe fn submit(&mut self, token: u64, offset: u64, buf: &AlignedBuf, durable: bool) {
-        let Some((ring, fd)) = self.ring.as_mut() else {
+        // NB: a run that need not be durable goes to the page cache at once: far cheaper than
+        // a device write, and a later synced run covers it (see `db::pipeline`).
+        let ring = self.ring.as_mut().filter(|_| durable);
+        let Some((ring, fd)) = ring else {
             let result = self.file.write_at(offset, buf.as_slice(), durable);
             self.ready.push_back((token, result.map(|()| buf.len())));
             return;
         };
-        let flags = if durable { libc::RWF_DSYNC } else { 0 };
         let entry = opcode::Write::new(types::Fd(*fd), buf.as_slice().as_ptr(), buf.len() as u32)
             .offset(offset)
-            .rw_flags(flags)
+            .rw_flags(libc::RWF_DSYNC)
             .build()
             .user_data(token);
         // SAFETY: the caller keeps `buf` alive until the completion is reaped; `fd` lives as
