@@ -1,15 +1,24 @@
 //! Crash, corruption and recovery tests of the parallel WAL (`wal = parallel`, SpanDB style:
-//! a preallocated page area `WAL-AREA` on tier 0 written by several loggers at once) on
-//! `FaultFs`.
+//! a preallocated page area `WAL-AREA` on tier 0 written by several loggers at once;
+//! `docs/parallel-wal.md`).
 //!
-//! Every workload runs several writer threads on tiny memtables and page groups, so groups fill,
-//! memtables switch and group slots are recycled (with their old, differently coloured pages
+//! Every workload runs several writer threads (blocking `put`/`write`, or `submit_put`/
+//! `submit_write` with several handles in flight) on tiny memtables and page groups, so groups
+//! fill, memtables switch and group slots are recycled (their old, differently coloured pages
 //! left in place) many times a run. A crasher thread cuts the power (each `CrashPolicy`) or
 //! kills the process while writes are in flight on several loggers, and the test reopens.
 //!
+//! The file system is `TestFs`: FaultFs, except that it models the area's durability itself,
+//! write by write. A durable `write_at` makes that write durable and nothing else, as
+//! `RWF_DSYNC` does (FaultFs would sync the whole file), so a `Sync` write acknowledged while an
+//! earlier unsynced page of another logger was still volatile is caught; a crash computes the
+//! area's surviving bytes per policy (unsynced pages lost, kept at random, or the last one torn
+//! in place).
+//!
 //! What every recovered state must satisfy (`verify`):
 //! - every acknowledged `Sync` write is present (after a process kill every acknowledged
-//!   write), with the value written, and nothing is present that was never submitted;
+//!   write), with the value written, and nothing is present that was never submitted or that an
+//!   earlier crash lost;
 //! - the state is a prefix of the history: if write `x` was acknowledged before write `y` was
 //!   submitted (so `x` has the smaller sequence number) and `y` is present, `x` is present; for
 //!   writers with one write in flight this makes each writer's keys a prefix `0..k` of its own;
@@ -18,10 +27,14 @@
 //!   prefix: never an older one that a recycled group still holds under a stale colour;
 //! - a power loss right after recovery changes nothing (recovery made its result durable).
 //!
-//! Also here: a flipped bit in a durable page that later durable pages follow is corruption
-//! (naming `WAL-AREA`) in the default mode and a clean prefix in `PointInTime`; switching
-//! between the parallel and the group WAL both ways (cleanly and after a crash); a fault and a
-//! crash injected at every call of a recovery.
+//! Also here: several write/crash/recover cycles on one database, with the area's layout
+//! changing between them; a flipped bit in a durable page that later durable pages follow is
+//! corruption (naming `WAL-AREA`) in the default mode and a clean prefix in `PointInTime`, while
+//! one in the last page is a torn tail; switching between the parallel and the group WAL both
+//! ways, cleanly and after crashes; a fault plus a crash at every call of a recovery (also
+//! across a mode switch); one EIO or ENOSPC while writing; closing with requests in flight.
+//!
+//! Environment: `TIERKV_PWAL_ROUNDS` multiplies the seeds of every sweep (default 1).
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -1507,61 +1520,73 @@ fn restore(files: &[(PathBuf, Vec<u8>)], seed: u64) -> Arc<TestFs> {
 
 /// Writers crashed in flight; then, on copies of that image, the recovery is failed at its
 /// n-th mutating call (for every n until recovery gets through) and the power cut (each
-/// policy in turn); a clean reopen must still show every acknowledged write, as a prefix.
+/// policy in turn, or a process kill); a clean reopen must still show every acknowledged
+/// write, as a prefix. Also across a mode switch: a parallel-WAL image recovered in group mode
+/// (which deletes the area once its contents are in tables) and a group-WAL image recovered in
+/// parallel mode.
 #[test]
 fn crash_during_recovery_loses_nothing() {
     let started = Instant::now();
     let spec = Spec {
         name: "recovery-crash",
+        sync_fraction: 0.8,
         ..BASE
     };
     let mut failures = Failures::default();
-    for seed in seeds(9000, 4) {
-        let crash = Crash::Power(CrashPolicy::KeepRandomPages);
-        let fs = TestFs::new(seed);
-        let db = Db::open(options(&fs, WalMode::Parallel, spec.group_bytes)).unwrap();
-        let mut history = History::new(spec.threads);
-        run_until_crash(&db, &fs, &spec, (seed, Some(crash)), &mut history, (300, 0));
-        drop_within(db, "writers");
-        fs.clear_faults();
-        let mut files = Vec::new();
-        image(&fs, Path::new("/db"), &mut files);
-        let mut n = 0;
-        let mut got_through = 0;
-        while got_through < 3 && n < 400 {
-            let fs = restore(&files, seed * 1000 + n);
-            let second = [
-                Crash::Power(CrashPolicy::DropUnsynced),
-                Crash::Power(CrashPolicy::KeepRandomPages),
-                Crash::Power(CrashPolicy::TearLastSector),
-                Crash::Process,
-            ][n as usize % 4];
-            fs.fail_after(n, FaultKind::Io, false);
-            match Db::open(options(&fs, WalMode::Parallel, spec.group_bytes)) {
-                Ok(db) => {
-                    got_through += 1;
-                    crash_now(&fs, db, second, "recovery got through");
+    let modes = [
+        (WalMode::Parallel, WalMode::Parallel),
+        (WalMode::Parallel, WalMode::Group),
+        (WalMode::Group, WalMode::Parallel),
+    ];
+    for (written, recovered) in modes {
+        for seed in seeds(9000, 3) {
+            let crash = Crash::Power(CrashPolicy::KeepRandomPages);
+            let fs = TestFs::new(seed);
+            let db = Db::open(options(&fs, written, spec.group_bytes)).unwrap();
+            let mut history = History::new(spec.threads);
+            run_until_crash(&db, &fs, &spec, (seed, Some(crash)), &mut history, (300, 0));
+            drop_within(db, "writers");
+            fs.clear_faults();
+            let mut files = Vec::new();
+            image(&fs, Path::new("/db"), &mut files);
+            let opts = |fs: &Arc<TestFs>| options(fs, recovered, spec.group_bytes);
+            let (mut n, mut got_through) = (0, 0);
+            while got_through < 3 && n < 400 {
+                let fs = restore(&files, seed * 1000 + n);
+                let second = [
+                    Crash::Power(CrashPolicy::DropUnsynced),
+                    Crash::Power(CrashPolicy::KeepRandomPages),
+                    Crash::Power(CrashPolicy::TearLastSector),
+                    Crash::Process,
+                ][n as usize % 4];
+                fs.fail_after(n, FaultKind::Io, false);
+                match Db::open(opts(&fs)) {
+                    Ok(db) => {
+                        got_through += 1;
+                        crash_now(&fs, db, second, "recovery got through");
+                    }
+                    Err(_) => {
+                        fs.freeze_and_crash(second);
+                        fs.clear_faults();
+                    }
                 }
-                Err(_) => {
-                    fs.freeze_and_crash(second);
-                    fs.clear_faults();
-                }
-            }
-            let case = format!("seed {seed}: recovery failed at call {n}, then {second:?}");
-            let result = open_and_scan(options(&fs, WalMode::Parallel, spec.group_bytes)).and_then(
-                |(db, state)| {
+                let case = format!(
+                    "{written:?} image, seed {seed}: {recovered:?} recovery failed at call {n}, \
+                     then {second:?}"
+                );
+                let result = open_and_scan(opts(&fs)).and_then(|(db, state)| {
                     drop_within(db, "close");
                     verify(&spec, &history, &state, crash).map(drop)
-                },
+                });
+                failures.check(case, result);
+                n += 1;
+            }
+            assert!(
+                got_through > 0,
+                "seed {seed}: recovery never got through in {n} calls"
             );
-            failures.check(case, result);
-            n += 1;
+            eprintln!("{written:?} image, seed {seed}: {recovered:?} recovery crashed at each of {n} calls");
         }
-        assert!(
-            got_through > 0,
-            "seed {seed}: recovery never got through in {n} calls"
-        );
-        eprintln!("seed {seed}: recovery crashed at each of {n} calls");
     }
     eprintln!("crash during recovery: {:?}", started.elapsed());
     failures.assert_none("crash during recovery");
@@ -1585,7 +1610,7 @@ fn single_fault_while_writing_then_reopen() {
         let db = Db::open(options(&fs, WalMode::Parallel, spec.group_bytes)).unwrap();
         let mut rng = SmallRng::seed_from_u64(seed);
         let kind = [FaultKind::Io, FaultKind::NoSpace][seed as usize % 2];
-        let at = rng.gen_range(0..800);
+        let at = rng.gen_range(0..500);
         fs.fail_after(at, kind, true);
         let mut history = History::new(spec.threads);
         run_until_crash(&db, &fs, &spec, (seed, None), &mut history, (600, 0));
