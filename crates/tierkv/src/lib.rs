@@ -21,6 +21,7 @@
 //! # Ok::<(), tierkv::Error>(())
 //! ```
 
+pub mod autoplace;
 pub mod batch;
 pub mod coding;
 pub mod compaction;
@@ -28,6 +29,7 @@ mod db;
 pub mod env;
 pub mod error;
 pub mod handle;
+pub mod iomon;
 pub mod iter;
 pub mod key;
 pub mod memtable;
