@@ -47,8 +47,8 @@ pub use db::{Db, DbIterator, Entries, LiveFile};
 pub use error::{Error, Result};
 pub use handle::Handle;
 pub use options::{
-    Compression, Durability, Options, OptionsBuilder, ReadOptions, RecoveryMode, TierConfig,
-    WalMode, WriteOptions,
+    Compression, Durability, Options, OptionsBuilder, Placement, ReadOptions, RecoveryMode,
+    TierConfig, WalMode, WriteOptions,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, Stats, TierStats};
