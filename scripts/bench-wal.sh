@@ -28,5 +28,7 @@ $BENCH --compare \$engines --workload fillrandom --sync --threads 8 --records $S
 $BENCH --compare \$engines --workload fillrandom --sync --threads 2 --inflight 16 --records $SYNC_OPS \$common --json $OUT_ABS/fill-sync-t2x16.json
 $BENCH --compare \$engines --workload ycsb-a --distribution zipfian --sync --threads 8 --records $YCSB_RECORDS --ops $YCSB_OPS \$common --json $OUT_ABS/ycsba-sync-t8.json
 $BENCH --compare \$engines --workload ycsb-a --distribution zipfian --sync --threads 2 --inflight 16 --records $YCSB_RECORDS --ops $YCSB_OPS \$common --json $OUT_ABS/ycsba-sync-t2x16.json
+# The WAL's own synced write rate: page-sized values, enough requests in flight to saturate it.
+$BENCH --engine tierkv:parallel --workload fillrandom --sync --value-size 4000 --threads 2 --inflight 32 --records $SYNC_OPS \$common --json $OUT_ABS/wal-rate-4k.json
 $FIO \$LAB_FAST 5 | tee $OUT_ABS/fio-after.txt
 " 2>&1 | tee "$OUT_ABS/log.txt"

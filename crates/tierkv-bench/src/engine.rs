@@ -3,7 +3,8 @@
 //! `tierkv[:PROFILE]` and (with the `rocksdb` feature) `rocksdb[:PROFILE]` are built from one
 //! [`EngineConfig`], so both get the same tiers, memtable size and count, block cache, bloom
 //! bits, compression, background threads and sync setting. Profiles name the placement:
-//! `pl` (fast tier holds only the WAL), `lad0`..`lad7` (top n levels on the fast tier), and for
+//! `pl` (fast tier holds only the WAL), `lad0`..`lad7` (top n levels on the fast tier), for
+//! tierkv also `auto` (automatic placement by fast-tier bandwidth, starting from PL), and for
 //! tierkv the WAL mode: `group` (group-commit leader, the default) or `parallel` (SpanDB's
 //! parallel WAL). Parts join with `+`: `tierkv:parallel`, `tierkv:pl+parallel`,
 //! `tierkv:lad1+group`.
@@ -37,6 +38,8 @@ pub struct EngineCounters {
     pub stall_seconds: Option<f64>,
     /// WAL figures, if the engine reports them (tierkv).
     pub wal: Option<WalCounters>,
+    /// Placement at the end of the run and tables migrated (tierkv), e.g. "auto L2+50% (6 moves)".
+    pub placement: Option<(String, u64)>,
     /// Asynchronous API figures, if the engine has one (tierkv).
     pub async_api: Option<AsyncCounters>,
     /// Free-form engine statistics for the human report.
@@ -214,8 +217,10 @@ pub enum WalChoice {
 /// A parsed profile: placement and, for tierkv, the WAL mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Profile {
-    /// Levels on the fast tier.
+    /// Levels on the fast tier (the starting point with `auto`).
     pub levels_on_fast: usize,
+    /// Automatic placement (tierkv only).
+    pub auto: bool,
     /// WAL mode, if named.
     pub wal: Option<WalChoice>,
 }
@@ -225,6 +230,7 @@ pub struct Profile {
 pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut levels = None;
     let mut wal = None;
+    let mut auto = false;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         let (is_wal, value) = match part {
             "group" => (true, Some(WalChoice::Group)),
@@ -240,10 +246,14 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         }
         let n = match part {
             "pl" => 0,
+            "auto" => {
+                auto = true;
+                0
+            }
             p => match p.strip_prefix("lad").and_then(|n| n.parse().ok()) {
                 Some(n) if n <= 7 => n,
                 _ => bail!(
-                    "unknown profile {part:?}: expected pl, lad0..lad7, group or parallel \
+                    "unknown profile {part:?}: expected pl, lad0..lad7, auto, group or parallel \
                      (joined with +, e.g. pl+parallel)"
                 ),
             },
@@ -255,6 +265,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     }
     Ok(Profile {
         levels_on_fast: levels.unwrap_or(2),
+        auto,
         wal,
     })
 }
@@ -267,6 +278,9 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         "tierkv" => Ok(Box::new(tierkv_engine::TierkvEngine::open(cfg, profile)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => {
+            if profile.auto {
+                bail!("engine {spec:?}: automatic placement is a tierkv profile");
+            }
             if profile.wal.is_some() {
                 bail!(
                     "engine {spec:?}: the WAL modes group/parallel are tierkv profiles; \
@@ -302,8 +316,14 @@ mod tierkv_engine {
 
     impl TierkvEngine {
         pub fn open(cfg: &EngineConfig, profile: Profile) -> Result<Self> {
+            let placement = if profile.auto {
+                tierkv::Placement::Auto
+            } else {
+                tierkv::Placement::Fixed
+            };
             let mut b = Options::builder()
                 .levels_on_fast(profile.levels_on_fast)
+                .placement(placement)
                 .write_buffer_size(cfg.write_buffer_size)
                 .max_immutable_memtables(cfg.max_immutable_memtables)
                 .block_cache_bytes(cfg.block_cache_bytes)
@@ -489,6 +509,7 @@ mod tierkv_engine {
                 avg_group_size: (s.write_groups > 0).then(|| s.average_group_size()),
                 stall_seconds: Some(s.stall_micros as f64 / 1e6),
                 wal: Some(wal_counters(&s)),
+                placement: Some((s.placement.clone(), s.migrations)),
                 async_api: Some(async_counters(&s)),
                 detail: s.to_string(),
             }
@@ -690,6 +711,7 @@ mod rocks {
                 avg_group_size: (leaders > 0).then(|| all as f64 / leaders as f64),
                 stall_seconds: Some(get("rocksdb.stall.micros") as f64 / 1e6),
                 wal: None,
+                placement: None,
                 async_api: None,
                 detail: self
                     .db
@@ -713,6 +735,7 @@ mod tests {
             p(""),
             Profile {
                 levels_on_fast: 2,
+                auto: false,
                 wal: None
             }
         );
@@ -724,6 +747,7 @@ mod tests {
             p("pl+parallel"),
             Profile {
                 levels_on_fast: 0,
+                auto: false,
                 wal: Some(WalChoice::Parallel)
             }
         );
@@ -731,10 +755,13 @@ mod tests {
             p("group+lad1"),
             Profile {
                 levels_on_fast: 1,
+                auto: false,
                 wal: Some(WalChoice::Group)
             }
         );
-        for bad in ["lad8", "fast", "pl+lad1", "group+parallel", "pl+pl"] {
+        assert!(p("auto").auto);
+        assert!(p("auto+parallel").auto);
+        for bad in ["lad8", "fast", "pl+lad1", "group+parallel", "pl+pl", "auto+lad1"] {
             assert!(parse_profile(bad).is_err(), "{bad}");
         }
     }

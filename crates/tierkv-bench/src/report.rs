@@ -162,6 +162,8 @@ impl RunRecord<'_> {
             "reads_found": {"found": self.run.found, "attempted": self.run.reads},
             "avg_group_size": self.counters.avg_group_size,
             "stall_seconds": self.counters.stall_seconds,
+            "placement": self.counters.placement.as_ref().map(|p| p.0.as_str()),
+            "migrations": self.counters.placement.as_ref().map(|p| p.1),
             "wal_io_path": wal.map(|w| w.io_path.as_str()),
             "active_loggers": wal.map(|w| w.active_loggers),
             "wal_runs": wal.map(|w| w.runs),

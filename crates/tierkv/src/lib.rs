@@ -21,6 +21,7 @@
 //! # Ok::<(), tierkv::Error>(())
 //! ```
 
+pub mod autoplace;
 pub mod batch;
 pub mod coding;
 pub mod compaction;
@@ -28,6 +29,7 @@ mod db;
 pub mod env;
 pub mod error;
 pub mod handle;
+pub mod iomon;
 pub mod iter;
 pub mod key;
 pub mod memtable;
@@ -45,8 +47,8 @@ pub use db::{Db, DbIterator, Entries, LiveFile};
 pub use error::{Error, Result};
 pub use handle::Handle;
 pub use options::{
-    Compression, Durability, Options, OptionsBuilder, ReadOptions, RecoveryMode, TierConfig,
-    WalMode, WriteOptions,
+    Compression, Durability, Options, OptionsBuilder, Placement, ReadOptions, RecoveryMode,
+    TierConfig, WalMode, WriteOptions,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, Stats, TierStats};

@@ -109,6 +109,11 @@ pub struct Options {
     /// Bytes of tier 0 kept free for the WAL and MANIFEST: tables never use them. Default:
     /// `(max_immutable_memtables + 2) * write_buffer_size`, capped at a quarter of tier 0's budget.
     pub fast_tier_wal_reserve: Option<u64>,
+    /// How new tables are placed on tiers. Default [`Placement::Fixed`] (by `levels_on_fast`).
+    pub placement: Placement,
+    /// The fast tier's bandwidth ceiling in bytes/s, for `placement = auto`'s utilisation.
+    /// `None`: measured by a short write probe at open when placement is automatic.
+    pub fast_tier_bandwidth: Option<u64>,
     /// How the WAL is written. Default [`WalMode::Group`].
     pub wal: WalMode,
     /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
@@ -129,6 +134,18 @@ pub struct Options {
     pub max_pending_requests: usize,
     /// The file system all I/O goes through. Default: the POSIX one.
     pub fs: Arc<dyn Fs>,
+}
+
+/// How new tables are placed on the tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// `levels_on_fast` whole levels on the fast tier (SpanDB's PL and LAD-n).
+    #[default]
+    Fixed,
+    /// A pointer over levels, starting at `levels_on_fast`, moved by the fast tier's measured
+    /// utilisation and space (SpanDB's automatic placement); see `autoplace`.
+    Auto,
 }
 
 /// How the write-ahead log is written.
@@ -184,6 +201,8 @@ impl Default for Options {
             background_threads: 2,
             wal_recovery_mode: RecoveryMode::default(),
             fast_tier_wal_reserve: None,
+            placement: Placement::Fixed,
+            fast_tier_bandwidth: None,
             wal: WalMode::Group,
             wal_loggers: 3,
             wal_inflight: 4,
@@ -497,6 +516,9 @@ struct TomlOptions {
     wal_recovery_mode: Option<RecoveryMode>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_wal_reserve: Option<u64>,
+    placement: Option<Placement>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    fast_tier_bandwidth: Option<u64>,
     wal: Option<WalMode>,
     wal_loggers: Option<usize>,
     wal_inflight: Option<usize>,
@@ -548,6 +570,8 @@ impl TomlOptions {
             background_threads: self.background_threads.unwrap_or(d.background_threads),
             wal_recovery_mode: self.wal_recovery_mode.unwrap_or(d.wal_recovery_mode),
             fast_tier_wal_reserve: self.fast_tier_wal_reserve,
+            placement: self.placement.unwrap_or(d.placement),
+            fast_tier_bandwidth: self.fast_tier_bandwidth,
             wal: self.wal.unwrap_or(d.wal),
             wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
@@ -575,6 +599,12 @@ impl OptionsBuilder {
     /// Adds a tier (call in order, fastest first).
     pub fn tier(mut self, tier: TierConfig) -> Self {
         self.opts.tiers.push(tier);
+        self
+    }
+
+    /// Sets the fast tier's bandwidth ceiling (bytes/s) for automatic placement.
+    pub fn fast_tier_bandwidth(mut self, bytes_per_sec: u64) -> Self {
+        self.opts.fast_tier_bandwidth = Some(bytes_per_sec);
         self
     }
 
@@ -633,6 +663,8 @@ impl OptionsBuilder {
         background_threads: usize,
         /// See [`Options::wal_recovery_mode`].
         wal_recovery_mode: RecoveryMode,
+        /// See [`Options::placement`].
+        placement: Placement,
         /// See [`Options::wal`].
         wal: WalMode,
         /// See [`Options::wal_loggers`].

@@ -34,6 +34,7 @@ pub(crate) struct Counters {
     pub wal_cover_syncs: AtomicU64,
     pub txn_commits: AtomicU64,
     pub txn_conflicts: AtomicU64,
+    pub migrations: AtomicU64,
 }
 
 impl Counters {
@@ -65,6 +66,8 @@ pub struct TierStats {
     pub compaction_bytes_written: u64,
     /// MANIFEST, CURRENT and identity bytes written.
     pub meta_bytes_written: u64,
+    /// Table bytes written by placement migration.
+    pub migration_bytes_written: u64,
     /// Bytes read from tables on the tier.
     pub bytes_read: u64,
     /// Point reads answered by a block read from this tier.
@@ -78,6 +81,7 @@ impl TierStats {
             + self.flush_bytes_written
             + self.compaction_bytes_written
             + self.meta_bytes_written
+            + self.migration_bytes_written
     }
 }
 
@@ -96,8 +100,31 @@ pub struct LevelStats {
     pub reads_served: u64,
 }
 
+/// One tier's I/O rates over the monitor's window (about the last second).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TierIo {
+    /// Tier name.
+    pub name: String,
+    /// Table bytes read per second.
+    pub read_bytes_per_sec: f64,
+    /// WAL and metadata bytes written per second.
+    pub wal_bytes_per_sec: f64,
+    /// Flush bytes written per second.
+    pub flush_bytes_per_sec: f64,
+    /// Compaction bytes written per second.
+    pub compaction_bytes_per_sec: f64,
+    /// Migration bytes written per second.
+    pub migration_bytes_per_sec: f64,
+    /// Operations per second where counted (point reads, WAL writes).
+    pub ops_per_sec: f64,
+    /// Bandwidth ceiling in bytes/s (configured or probed), if known.
+    pub ceiling: Option<u64>,
+    /// Total bytes/s over the ceiling.
+    pub utilisation: Option<f64>,
+}
+
 /// A report of the database's activity since open.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
     /// Per tier, fastest first.
     pub tiers: Vec<TierStats>,
@@ -166,6 +193,14 @@ pub struct Stats {
     pub txn_commits: u64,
     /// Transaction commits refused with `Conflict`.
     pub txn_conflicts: u64,
+    /// Placement: "PL", "LAD-n" or "auto L2+40% (n moves)".
+    pub placement: String,
+    /// Tables moved between tiers by automatic placement.
+    pub migrations: u64,
+    /// Automatic placement's recent pointer moves, oldest first.
+    pub placement_history: Vec<String>,
+    /// Per-tier I/O rates over the last second or so.
+    pub tier_io: Vec<TierIo>,
 }
 
 impl Stats {
@@ -277,6 +312,32 @@ impl fmt::Display for Stats {
             .map(|t| format!("{} {}", t.name, t.reads_served))
             .collect();
         writeln!(f, "reads served by tier (device): {}", served.join(", "))?;
+        writeln!(
+            f,
+            "placement: {}, {} tables migrated",
+            self.placement, self.migrations
+        )?;
+        for d in &self.placement_history {
+            writeln!(f, "  moved {d}")?;
+        }
+        for t in &self.tier_io {
+            let mb = |v: f64| v / 1e6;
+            writeln!(
+                f,
+                "io {}: read {:.1} wal {:.1} flush {:.1} compaction {:.1} migration {:.1} MB/s, {:.0} ops/s{}",
+                t.name,
+                mb(t.read_bytes_per_sec),
+                mb(t.wal_bytes_per_sec),
+                mb(t.flush_bytes_per_sec),
+                mb(t.compaction_bytes_per_sec),
+                mb(t.migration_bytes_per_sec),
+                t.ops_per_sec,
+                match (t.utilisation, t.ceiling) {
+                    (Some(u), Some(c)) => format!(", {:.0}% of {:.0} MB/s", u * 100.0, c as f64 / 1e6),
+                    _ => String::new(),
+                }
+            )?;
+        }
         writeln!(
             f,
             "wal: {} path, {} runs, {} pages, {} cover syncs, {} active loggers",

@@ -31,13 +31,15 @@ pub enum WriteKind {
     Compaction,
     /// MANIFEST, CURRENT and identity files.
     Meta,
+    /// Tables copied between tiers by placement migration.
+    Migration,
 }
 
 /// Byte counters of one tier.
 #[derive(Debug, Default)]
 pub struct TierCounters {
     /// Bytes written by kind, indexed by `WriteKind as usize`.
-    pub written: [AtomicU64; 4],
+    pub written: [AtomicU64; 5],
     /// Bytes read from table files.
     pub read: AtomicU64,
     /// Point reads answered by a data block read from this tier's device.
@@ -220,6 +222,11 @@ impl Tiers {
         self.table_limit(tier)
             .saturating_sub(t.used())
             .saturating_sub(t.pending.load(Ordering::Relaxed))
+    }
+
+    /// Bytes tables may use on `tier`: its budget, minus the WAL reserve on tier 0.
+    pub fn table_budget(&self, tier: usize) -> u64 {
+        self.table_limit(tier)
     }
 
     fn table_limit(&self, tier: usize) -> u64 {

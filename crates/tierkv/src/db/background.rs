@@ -25,6 +25,7 @@ pub(super) struct OutputCtx<'a> {
     pub opts: &'a Options,
     pub tiers: &'a Tiers,
     pub versions: &'a VersionSet,
+    pub placer: &'a placement::Placer,
 }
 
 impl OutputCtx<'_> {
@@ -44,6 +45,7 @@ pub(super) struct TableOutput {
 enum Job {
     Flush(Arc<MemTable>),
     Compaction(CompactionTask),
+    Migration(super::migrate::Migration),
 }
 
 /// The loop of one background thread.
@@ -52,6 +54,7 @@ pub(super) fn worker(db: &DbInner) {
         let result = match &job {
             Job::Flush(mem) => flush_memtable(db, mem),
             Job::Compaction(task) => run_compaction(db, task),
+            Job::Migration(m) => super::migrate::run(db, m),
         };
         finish_job(db, &job, result);
     }
@@ -84,6 +87,11 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 state.claim(&task);
                 return Some(Job::Compaction(task));
             }
+            if state.compactions_running < compaction_slots {
+                if let Some(m) = super::migrate::pick(db, &mut state, &version) {
+                    return Some(Job::Migration(m));
+                }
+            }
         }
         db.bg_cv.wait(&mut state);
     }
@@ -113,6 +121,10 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
         match job {
             Job::Flush(_) => state.flush_running = false,
             Job::Compaction(task) => state.release(task),
+            Job::Migration(m) => {
+                state.compactions_running -= 1;
+                state.busy_files.remove(&m.file.number);
+            }
         }
     }
     if let Err(e) = result {
@@ -161,8 +173,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
 pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> {
     Counters::add(&db.counters.compactions, 1);
     let out_level = task.output_level();
-    let preferred =
-        placement::preferred_tier(out_level, db.opts.levels_on_fast, db.tiers.all().len());
+    let preferred = db.placer.tier_of_level(out_level, db.tiers.all().len());
     let mut edit = VersionEdit::default();
     let deleted = |level: usize, files: &[Arc<FileMeta>]| {
         files
@@ -297,8 +308,9 @@ impl TableSink<'_, '_> {
 
     fn start_table(&mut self) -> Result<OpenTable> {
         let ctx = self.ctx;
-        let preferred =
-            placement::preferred_tier(self.level, ctx.opts.levels_on_fast, ctx.tiers.all().len());
+        let preferred = ctx
+            .placer
+            .tier_for_new_table(self.level, ctx.tiers.all().len());
         // Tables end a little past the target (the entry that crosses it, index and filter).
         let base = ctx
             .opts
@@ -438,6 +450,7 @@ impl DbInner {
             opts: &self.opts,
             tiers: &self.tiers,
             versions: &self.versions,
+            placer: &self.placer,
         }
     }
 
@@ -448,14 +461,14 @@ impl DbInner {
 
     /// Allocates a table number and marks it pending, under one lock, so that the obsolete-file
     /// scan sees every number either as pending or as at/after its `next_file_number` snapshot.
-    fn allocate_output(&self) -> u64 {
+    pub(super) fn allocate_output(&self) -> u64 {
         let mut state = self.state.lock();
         let number = self.versions.new_file_number();
         state.pending_outputs.insert(number);
         number
     }
 
-    fn clear_pending(&self, numbers: impl Iterator<Item = u64>) {
+    pub(super) fn clear_pending(&self, numbers: impl Iterator<Item = u64>) {
         let mut state = self.state.lock();
         for n in numbers {
             state.pending_outputs.remove(&n);

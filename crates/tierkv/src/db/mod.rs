@@ -13,6 +13,8 @@
 
 mod background;
 mod iter;
+mod migrate;
+mod monitor;
 mod open;
 mod pipeline;
 mod read;
@@ -57,6 +59,8 @@ pub(crate) struct State {
     busy_files: HashSet<u64>,
     /// Numbers of table files being written and not yet in a version.
     pending_outputs: HashSet<u64>,
+    /// What automatic placement wants migrated (set by the head thread, taken by a worker).
+    migration: crate::autoplace::MigrationHint,
 }
 
 pub(crate) struct DbInner {
@@ -76,6 +80,12 @@ pub(crate) struct DbInner {
     wal: Mutex<Option<WalSet>>,
     /// The request pipeline: parallel WAL, asynchronous requests, loggers and workers.
     pipeline: pipeline::Pipeline,
+    /// Per-tier I/O rates over a sliding window; sampled by the head thread.
+    iomon: crate::iomon::IoMonitor,
+    /// The monitor's sampling state (owned by the head thread).
+    io_sampler: Mutex<monitor::IoSampler>,
+    /// Where new tables go (fixed split or the automatic controller).
+    placer: crate::placement::Placer,
     /// While writes are slowed: when the next write may start. Only the leader takes it.
     next_write_at: Mutex<Option<std::time::Instant>>,
     counters: Counters,
@@ -447,6 +457,7 @@ impl DbInner {
                 }
             })
             .collect();
+        let (placement, placement_history) = self.placement_report();
         let state = self.state.lock();
         let cache = self.block_cache.as_ref().map_or((0, 0, 0, 0), |b| {
             (b.hits(), b.misses(), b.usage() as u64, b.capacity() as u64)
@@ -489,6 +500,10 @@ impl DbInner {
             wal_cover_syncs: stats::load(&c.wal_cover_syncs),
             txn_commits: stats::load(&c.txn_commits),
             txn_conflicts: stats::load(&c.txn_conflicts),
+            placement,
+            migrations: stats::load(&c.migrations),
+            placement_history,
+            tier_io: self.io_report(),
         }
     }
 }
@@ -504,6 +519,7 @@ fn tier_stats(t: &crate::tier::Tier) -> TierStats {
         flush_bytes_written: w(WriteKind::Flush),
         compaction_bytes_written: w(WriteKind::Compaction),
         meta_bytes_written: w(WriteKind::Meta),
+        migration_bytes_written: w(WriteKind::Migration),
         bytes_read: t.counters.read.load(Ordering::Relaxed),
         reads_served: t.counters.reads_served.load(Ordering::Relaxed),
     }

@@ -6,13 +6,16 @@
 //! next open replays the same WALs again.
 
 use super::background::{build_tables, OutputCtx};
+use super::monitor::IoSampler;
 use super::pipeline::Pipeline;
 use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
+use crate::iomon::{IoMonitor, WindowConfig};
 use crate::memtable::MemTable;
-use crate::options::{Options, WalMode};
+use crate::options::{Options, Placement, WalMode};
+use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
 use crate::sst::BlockCache;
 use crate::stats::Counters;
@@ -77,10 +80,15 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         opts.manifest_roll_bytes(),
     )?;
     check_tables_present(&tiers, &versions)?;
+    let placer = match opts.placement {
+        Placement::Fixed => Placer::fixed(opts.levels_on_fast),
+        Placement::Auto => Placer::auto(opts.num_levels, opts.levels_on_fast),
+    };
     let ctx = OutputCtx {
         opts: &opts,
         tiers: &tiers,
         versions: &versions,
+        placer: &placer,
     };
     let (mem, imm, wal, pwal) = if opts.read_only {
         let mut mems = Vec::new();
@@ -139,6 +147,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
             compactions_running: 0,
             busy_files: HashSet::new(),
             pending_outputs: HashSet::new(),
+            migration: crate::autoplace::MigrationHint::None,
         }),
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),
@@ -146,6 +155,9 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         writers_cv: Condvar::new(),
         wal: Mutex::new(wal),
         pipeline: Pipeline::new(pwal, last_seq),
+        iomon: monitor(&opts, &tiers)?,
+        io_sampler: Mutex::new(IoSampler::default()),
+        placer,
         next_write_at: Mutex::new(None),
         counters: Counters::default(),
         _lock: lock,
@@ -480,4 +492,41 @@ fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionE
     edit.new_files
         .extend(files.iter().map(|out| ctx.record(0, &out.meta)));
     Ok(())
+}
+
+/// The per-tier I/O monitor, with tier 0's bandwidth ceiling: configured, or (with automatic
+/// placement) measured by a short write probe.
+fn monitor(opts: &Options, tiers: &Tiers) -> Result<IoMonitor> {
+    let mon = IoMonitor::new(
+        tiers.all().len(),
+        WindowConfig::default(),
+        std::time::Instant::now(),
+    );
+    let ceiling = match (opts.fast_tier_bandwidth, opts.placement) {
+        (Some(bps), _) => Some(bps),
+        (None, Placement::Auto) if !opts.read_only => Some(probe_write_bandwidth(tiers)?),
+        (None, _) => None,
+    };
+    mon.set_ceiling(0, ceiling);
+    Ok(mon)
+}
+
+/// Bytes of the open-time bandwidth probe.
+const PROBE_BYTES: usize = 32 << 20;
+
+/// Writes and syncs `PROBE_BYTES` on tier 0 in 1 MiB appends; returns bytes/s.
+fn probe_write_bandwidth(tiers: &Tiers) -> Result<u64> {
+    let fs = tiers.fs();
+    let path = tiers.get(0).dir.join("BANDWIDTH-PROBE.tmp");
+    let chunk = vec![0x5au8; 1 << 20];
+    let start = std::time::Instant::now();
+    let mut file = fs.create(&path)?;
+    for _ in 0..PROBE_BYTES / chunk.len() {
+        file.append(&chunk)?;
+    }
+    file.sync()?;
+    file.close()?;
+    let secs = start.elapsed().as_secs_f64().max(1e-6);
+    fs.remove_file(&path)?;
+    Ok((PROBE_BYTES as f64 / secs) as u64)
 }

@@ -829,6 +829,7 @@ pub(super) fn head(db: &DbInner) {
                 p.head_cv.wait_for(&mut g, HEAD_TICK);
             }
         }
+        db.sample_io_if_due();
         let now = Instant::now();
         let admitted = p.admitted.load(Ordering::Relaxed);
         let rate = (admitted - last_admitted) as f64 / now.duration_since(last_tick).as_secs_f64();

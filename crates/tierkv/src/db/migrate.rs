@@ -1,0 +1,146 @@
+//! Background migration of tables between tiers, for `placement = auto`.
+//!
+//! The head thread leaves the controller's [`MigrationHint`] in `State::migration`; an idle
+//! background worker turns it into one [`Migration`] at a time:
+//! - `MoveColdestDown`: the fast tier passed its space watermark. The coldest table on it goes
+//!   to the capacity tier: the deepest level first (deeper data is read less per byte), the
+//!   oldest file of that level first.
+//! - `MoveUp { level }`: the pointer moved down and the fast tier is idle. A table of a level
+//!   the pointer now covers that still sits on the capacity tier goes up, if the fast tier has
+//!   room for it within its budget.
+//!
+//! A move is a copy under a new file number, synced with its directory, then one MANIFEST edit
+//! that deletes the old number and adds the new one at the same level; the old file becomes
+//! obsolete and is deleted like any compaction input. A crash at any point leaves either the
+//! old table listed (the copy is an unlisted file, removed at the next open) or the new one.
+
+use super::{DbInner, State};
+use crate::autoplace::MigrationHint;
+use crate::error::Result;
+use crate::placement::Placer;
+use crate::stats::Counters;
+use crate::tier::{FileKind, WriteKind};
+use crate::version::{FileMeta, Version, VersionEdit};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Bytes copied per read and write.
+const COPY_CHUNK: usize = 1 << 20;
+
+/// One table to move.
+pub(super) struct Migration {
+    pub level: usize,
+    pub file: Arc<FileMeta>,
+    pub to_tier: usize,
+}
+
+/// Picks (and claims as busy) the next table to move, or clears a hint with nothing to do.
+pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option<Migration> {
+    if !matches!(db.placer, Placer::Auto(_)) || db.tiers.all().len() < 2 {
+        return None;
+    }
+    let candidate = match state.migration {
+        MigrationHint::None => None,
+        MigrationHint::MoveColdestDown { .. } => coldest_on_fast(version, state),
+        MigrationHint::MoveUp { level } => promotable(db, version, state, level),
+    };
+    let Some(m) = candidate else {
+        state.migration = MigrationHint::None;
+        return None;
+    };
+    // One table per hint: the next sample decides whether more should move.
+    state.migration = MigrationHint::None;
+    state.busy_files.insert(m.file.number);
+    state.compactions_running += 1;
+    Some(m)
+}
+
+/// The deepest, oldest table on tier 0 that no job is using.
+fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
+    let levels = version.levels.iter().enumerate().rev();
+    levels
+        .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
+        .filter(|(_, f)| f.tier == 0 && !state.busy_files.contains(&f.number))
+        .min_by_key(|(level, f)| (std::cmp::Reverse(*level), f.number))
+        .map(|(level, f)| Migration {
+            level,
+            file: Arc::clone(f),
+            to_tier: 1,
+        })
+}
+
+/// A table of a level at or above `level` (covered by the pointer) on a slower tier, that fits
+/// the fast tier's budget.
+fn promotable(db: &DbInner, version: &Version, state: &State, level: usize) -> Option<Migration> {
+    let room = db
+        .tiers
+        .table_budget(0)
+        .saturating_sub(db.tiers.get(0).used());
+    version
+        .levels
+        .iter()
+        .enumerate()
+        .take(level + 1)
+        .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+        .find(|(_, f)| f.tier != 0 && f.size < room && !state.busy_files.contains(&f.number))
+        .map(|(level, f)| Migration {
+            level,
+            file: Arc::clone(f),
+            to_tier: 0,
+        })
+}
+
+/// Copies the table to its new tier and swaps it in with one MANIFEST edit.
+pub(super) fn run(db: &DbInner, m: &Migration) -> Result<()> {
+    let reservation = db.tiers.place(m.to_tier, m.file.size)?;
+    if reservation.tier() != m.to_tier {
+        // The target tier has no room after all: leave the table where it is.
+        return Ok(());
+    }
+    let number = db.allocate_output();
+    let result = copy_and_install(db, m, number);
+    db.clear_pending(std::iter::once(number));
+    drop(reservation);
+    result
+}
+
+fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
+    let from = db.tiers.path(m.file.tier, FileKind::Table, m.file.number);
+    let to = db.tiers.path(m.to_tier, FileKind::Table, number);
+    let copied = copy_table(db, (m.file.tier, &from), (m.to_tier, &to));
+    if let Err(e) = copied {
+        let _ = db.tiers.fs().remove_file(&to);
+        return Err(e);
+    }
+    let moved = FileMeta {
+        number,
+        tier: m.to_tier,
+        ..(*m.file).clone()
+    };
+    let mut edit = VersionEdit::default();
+    edit.deleted_files.push((m.level, m.file.number));
+    edit.new_files.push(db.output_ctx().record(m.level, &moved));
+    db.versions.log_and_apply(edit)?;
+    Counters::add(&db.counters.migrations, 1);
+    Ok(())
+}
+
+/// Copies table `from` to a new file `to`, synced with its directory (each with its tier).
+fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<()> {
+    let ((from_tier, from), (tier, to)) = (from, to);
+    let src = db.tiers.open_read(from_tier, from)?;
+    let mut dst = db
+        .tiers
+        .create(tier, to, WriteKind::Migration, COPY_CHUNK)?;
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut offset = 0;
+    while offset < src.size() {
+        let n = (src.size() - offset).min(COPY_CHUNK as u64) as usize;
+        src.read_exact_at(offset, &mut buf[..n])?;
+        dst.append(&buf[..n])?;
+        offset += n as u64;
+    }
+    dst.sync()?;
+    dst.close()?;
+    db.tiers.fs().sync_dir(&db.tiers.get(tier).dir)
+}

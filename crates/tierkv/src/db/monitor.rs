@@ -1,0 +1,135 @@
+//! Feeding the per-tier I/O monitor and the automatic placement controller.
+//!
+//! The head thread calls [`DbInner::sample_io_if_due`] on each tick. Every `SAMPLE_EVERY` it
+//! hands the tiers' cumulative byte counters to the monitor (no hot-path cost: the counters
+//! exist anyway), takes a window sample, and, with `placement = auto`, gives the controller a
+//! reading of the fast tier: utilisation against its bandwidth ceiling, table space against
+//! its budget, and whether writes stalled since the last sample.
+
+use super::DbInner;
+use crate::autoplace::{MigrationHint, Reading};
+use crate::iomon::IoKind;
+use crate::placement::Placer;
+use crate::stats;
+use crate::tier::WriteKind;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How often the monitor is sampled (a tenth of its window).
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The head thread's sampling state.
+#[derive(Debug, Default)]
+pub(super) struct IoSampler {
+    last: Option<Instant>,
+    last_stall_micros: u64,
+}
+
+impl DbInner {
+    /// Samples the monitor and steps the placement controller when a sample is due.
+    pub(super) fn sample_io_if_due(&self) {
+        let now = Instant::now();
+        let mut sampler = self.io_sampler.lock();
+        if sampler
+            .last
+            .is_some_and(|t| now.duration_since(t) < SAMPLE_EVERY)
+        {
+            return;
+        }
+        sampler.last = Some(now);
+        self.observe_counters(now);
+        let windows = self.iomon.sample(now);
+        let stall = stats::load(&self.counters.stall_micros);
+        let stalled = stall > sampler.last_stall_micros;
+        sampler.last_stall_micros = stall;
+        drop(sampler);
+        if let Placer::Auto(ctl) = &self.placer {
+            let reading = Reading {
+                utilisation: windows.first().and_then(|w| w.utilisation).unwrap_or(0.0),
+                space_used: self.tiers.get(0).used(),
+                space_budget: self.tiers.table_budget(0),
+                stalled,
+            };
+            let hint = {
+                let mut ctl = ctl.lock();
+                ctl.step(reading, now);
+                ctl.migration_hint(&reading)
+            };
+            let mut state = self.state.lock();
+            state.migration = hint;
+            drop(state);
+            if hint != MigrationHint::None {
+                self.bg_cv.notify_one();
+            }
+        }
+    }
+
+    /// Hands every tier's cumulative counters to the monitor. Operation counts are known for
+    /// point reads (per tier) and WAL writes (tier 0: groups or runs); table writes count bytes.
+    fn observe_counters(&self, now: Instant) {
+        let c = &self.counters;
+        let wal_ops = stats::load(&c.write_groups) + stats::load(&c.wal_runs);
+        for (t, tier) in self.tiers.all().iter().enumerate() {
+            let tc = &tier.counters;
+            let written = |k: WriteKind| tc.written[k as usize].load(Ordering::Relaxed);
+            let reads = tc.read.load(Ordering::Relaxed);
+            let served = tc.reads_served.load(Ordering::Relaxed);
+            let mon = &self.iomon;
+            let wal = written(WriteKind::Wal) + written(WriteKind::Meta);
+            mon.observe_cumulative(t, IoKind::ForegroundRead, reads, served, now);
+            mon.observe_cumulative(t, IoKind::Wal, wal, if t == 0 { wal_ops } else { 0 }, now);
+            mon.observe_cumulative(t, IoKind::Flush, written(WriteKind::Flush), 0, now);
+            mon.observe_cumulative(
+                t,
+                IoKind::Compaction,
+                written(WriteKind::Compaction),
+                0,
+                now,
+            );
+        }
+    }
+
+    /// Per-tier rates for stats, one line each.
+    pub(super) fn io_report(&self) -> Vec<stats::TierIo> {
+        (0..self.tiers.all().len())
+            .map(|t| {
+                let w = self.iomon.window(t);
+                let bps = |k: IoKind| w.kind(k).bytes_per_sec;
+                stats::TierIo {
+                    name: self.tiers.get(t).name.clone(),
+                    read_bytes_per_sec: bps(IoKind::ForegroundRead),
+                    wal_bytes_per_sec: bps(IoKind::Wal),
+                    flush_bytes_per_sec: bps(IoKind::Flush),
+                    compaction_bytes_per_sec: bps(IoKind::Compaction),
+                    migration_bytes_per_sec: bps(IoKind::Migration),
+                    ops_per_sec: w.total.ops_per_sec,
+                    ceiling: w.ceiling,
+                    utilisation: w.utilisation,
+                }
+            })
+            .collect()
+    }
+
+    /// The placement mode and, for `auto`, its recent decisions (newest last).
+    pub(super) fn placement_report(&self) -> (String, Vec<String>) {
+        let history = match &self.placer {
+            Placer::Auto(ctl) => ctl
+                .lock()
+                .history()
+                .map(|d| {
+                    format!(
+                        "{} -> {} ({:?}, utilisation {:.2}, space {}/{})",
+                        d.from,
+                        d.to,
+                        d.reason,
+                        d.utilisation,
+                        stats::human_bytes(d.space_used),
+                        stats::human_bytes(d.space_budget)
+                    )
+                })
+                .collect(),
+            Placer::Fixed { .. } => Vec::new(),
+        };
+        (self.placer.describe(), history)
+    }
+}

@@ -1,0 +1,173 @@
+//! `placement = auto` end to end: the pointer follows the fast tier's utilisation and space,
+//! new tables follow the pointer, migration moves tables when the fast tier fills, and every
+//! write stays readable across reopen and crashes.
+
+use std::time::{Duration, Instant};
+use tierkv::env::{CrashPolicy, FaultFs};
+use tierkv::{Db, Options, Placement, ReadOptions, TierConfig, WriteOptions};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn opts(
+    root: &std::path::Path,
+    fast_capacity: u64,
+    levels_on_fast: usize,
+) -> tierkv::OptionsBuilder {
+    Options::builder()
+        .tier(TierConfig::new("fast", root.join("fast")).with_capacity(fast_capacity))
+        .tier(TierConfig::new("capacity", root.join("capacity")))
+        .placement(Placement::Auto)
+        .levels_on_fast(levels_on_fast)
+        .write_buffer_size(64 << 10)
+        .target_file_size(64 << 10)
+        .max_bytes_for_level_base(256 << 10)
+        .l0_compaction_trigger(2)
+}
+
+/// Writes `n` keys from `from` with 1 KiB values, synced every 64th.
+fn fill(db: &Db, from: u32, n: u32) {
+    for i in from..from + n {
+        let w = if i % 64 == 0 {
+            WriteOptions::sync()
+        } else {
+            WriteOptions::default()
+        };
+        db.put(&w, &key(i), &[i as u8; 1024]).unwrap();
+    }
+}
+
+fn check(db: &Db, n: u32) {
+    for i in 0..n {
+        let v = db.get(&ReadOptions::default(), &key(i)).unwrap();
+        assert_eq!(v, Some(vec![i as u8; 1024]), "key {i}");
+    }
+}
+
+#[test]
+fn idle_fast_tier_pulls_levels_onto_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A very fast tier: utilisation stays near zero, so the pointer moves down from PL.
+    let o = opts(dir.path(), u64::MAX, 0)
+        .fast_tier_bandwidth(100 << 30)
+        .build()
+        .unwrap();
+    let db = Db::open(o).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut written = 0;
+    while Instant::now() < deadline {
+        fill(&db, written, 500);
+        written += 500;
+        if !db.stats().placement.starts_with("auto L0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let stats = db.stats();
+    // Four quarter-level moves: L0 is covered, and new L0 tables go to the fast tier.
+    assert!(stats.placement_history.len() >= 4, "{stats}");
+    assert!(
+        !stats.placement.starts_with("auto L0"),
+        "pointer moved: {}",
+        stats.placement
+    );
+    fill(&db, written, 300);
+    written += 300;
+    db.flush().unwrap();
+    let l0_fast = db
+        .live_files()
+        .iter()
+        .any(|f| f.level == 0 && f.tier == "fast");
+    assert!(l0_fast, "{:?}", db.live_files());
+    assert!(stats.tier_io[0].ceiling.is_some());
+    check(&db, written);
+    drop(db);
+    let db = Db::open(
+        opts(dir.path(), u64::MAX, 0)
+            .fast_tier_bandwidth(100 << 30)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    check(&db, written);
+}
+
+#[test]
+fn full_fast_tier_migrates_cold_tables_down_and_keeps_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let capacity = 3 << 20;
+    let build = || {
+        opts(dir.path(), capacity, 7)
+            .fast_tier_bandwidth(100 << 30)
+            .build()
+            .unwrap()
+    };
+    let db = Db::open(build()).unwrap();
+    let budget_share = |db: &Db| {
+        let s = db.stats();
+        (s.tiers[0].bytes_used, s.migrations)
+    };
+    let deadline = Instant::now() + Duration::from_secs(25);
+    let mut written = 0;
+    while Instant::now() < deadline {
+        fill(&db, written, 1000);
+        written += 1000;
+        db.wait_for_compactions().unwrap();
+        if budget_share(&db).1 > 0 && written >= 6000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let stats = db.stats();
+    assert!(stats.migrations > 0, "{stats}");
+    assert!(
+        stats.tiers[0].migration_bytes_written > 0 || stats.tiers[1].migration_bytes_written > 0
+    );
+    let reserve = db.options().wal_reserve();
+    assert!(
+        stats.tiers[0].bytes_used <= capacity - reserve.min(capacity),
+        "{stats}"
+    );
+    check(&db, written);
+    drop(db);
+    let db = Db::open(build()).unwrap();
+    check(&db, written);
+    for f in db.live_files() {
+        assert!(f.path.exists(), "{f:?}");
+        assert!(f.path.starts_with(dir.path().join(&f.tier)), "{f:?}");
+    }
+}
+
+#[test]
+fn crashes_during_migration_keep_every_synced_write() {
+    for (seed, policy) in [
+        (1, CrashPolicy::DropUnsynced),
+        (2, CrashPolicy::KeepRandomPages),
+        (3, CrashPolicy::TearLastSector),
+    ] {
+        let fs = FaultFs::new(seed);
+        let root = std::path::Path::new("/db");
+        let build = || {
+            opts(root, 3 << 20, 7)
+                .fast_tier_bandwidth(100 << 30)
+                .fs(fs.clone())
+                .build()
+                .unwrap()
+        };
+        let db = Db::open(build()).unwrap();
+        let mut synced = 0;
+        let deadline = Instant::now() + Duration::from_secs(8);
+        let mut i = 0;
+        while Instant::now() < deadline && (db.stats().migrations < 2 || i < 4000) {
+            db.put(&WriteOptions::sync(), &key(i), &[i as u8; 1024])
+                .unwrap();
+            synced = i + 1;
+            i += 1;
+        }
+        fs.crash(policy);
+        drop(db);
+        let db = Db::open(build()).unwrap();
+        check(&db, synced);
+    }
+}

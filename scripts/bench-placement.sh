@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SpanDB Fig. 8 in the tier lab (scripts/lab.sh, needs root): write-only (fillrandom), 50% read
+# (ycsb-a) and 95% read (ycsb-b), zipfian 0.99, for the fixed placements PL and LAD-1..3 and
+# automatic placement, side by side per workload; then ycsb-b against RocksDB (db_paths
+# placement) with the database about 5x the lab's memory. JSON reports go to $OUT.
+#
+#   sudo scripts/bench-placement.sh             # full size
+#   sudo SCALE=0.2 scripts/bench-placement.sh   # quicker
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCALE=${SCALE:-1}
+OUT=${OUT:-target/bench-placement}
+export LAB_MEM=${LAB_MEM:-1G}
+RECORDS=$(python3 -c "print(int(5 * 1024**3 / 1040 * $SCALE))")
+OPS=$(python3 -c "print(int(300000 * $SCALE))")
+mkdir -p "$OUT"
+cargo build --release -p tierkv-bench --features rocksdb
+BENCH=$PWD/target/release/tierkv-bench
+OUT_ABS=$(cd "$OUT" && pwd)
+
+scripts/lab.sh -- bash -c "
+set -euo pipefail
+common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4\"
+placements=tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto
+$BENCH --compare \$placements --workload fillrandom --records $OPS \$common --json $OUT_ABS/fig8-write.json
+$BENCH --compare \$placements --workload ycsb-a --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-a.json
+$BENCH --compare \$placements --workload ycsb-b --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-b.json
+$BENCH --compare rocksdb:lad2,tierkv:auto --workload ycsb-b --records $RECORDS --ops $OPS \$common --json $OUT_ABS/ycsb-b-vs-rocksdb.json
+" 2>&1 | tee "$OUT_ABS/log.txt"
