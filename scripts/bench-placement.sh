@@ -2,7 +2,8 @@
 # SpanDB Fig. 8 in the tier lab (scripts/lab.sh, needs root): write-only (fillrandom), 50% read
 # (ycsb-a) and 95% read (ycsb-b), zipfian 0.99, for the fixed placements PL and LAD-1..3 and
 # automatic placement, side by side per workload; then ycsb-b against RocksDB (db_paths
-# placement) with the database about 5x the lab's memory. JSON reports go to $OUT.
+# placement). The database is 5x the lab's memory (LAB_MEM, default 256M here so a run takes
+# minutes, not hours). JSON reports go to $OUT.
 #
 #   sudo scripts/bench-placement.sh             # full size
 #   sudo SCALE=0.2 scripts/bench-placement.sh   # quicker
@@ -10,9 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SCALE=${SCALE:-1}
 OUT=${OUT:-target/bench-placement}
-export LAB_MEM=${LAB_MEM:-1G}
-RECORDS=$(python3 -c "print(int(5 * 1024**3 / 1040 * $SCALE))")
-OPS=$(python3 -c "print(int(300000 * $SCALE))")
+export LAB_MEM=${LAB_MEM:-256M}
+MEM_BYTES=$(numfmt --from=iec "$LAB_MEM")
+# 1 KiB values + 16 B keys: the database is 5x the lab's memory (page cache included).
+RECORDS=$(python3 -c "print(int(5 * $MEM_BYTES / 1040 * $SCALE))")
+OPS=$(python3 -c "print(int(200000 * $SCALE))")
 mkdir -p "$OUT"
 cargo build --release -p tierkv-bench --features rocksdb
 BENCH=$PWD/target/release/tierkv-bench
