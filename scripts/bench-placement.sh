@@ -2,8 +2,9 @@
 # SpanDB Fig. 8 in the tier lab (scripts/lab.sh, needs root): write-only (fillrandom), 50% read
 # (ycsb-a) and 95% read (ycsb-b), zipfian 0.99, for the fixed placements PL and LAD-1..3 and
 # automatic placement, side by side per workload; then ycsb-b against RocksDB (db_paths
-# placement). The database is 5x the lab's memory (LAB_MEM, default 256M here so a run takes
-# minutes, not hours). JSON reports go to $OUT.
+# placement). The database is 5x the lab's memory (LAB_MEM, default 512M here so a run takes
+# minutes, not hours; engines get 16 MiB memtables and a 32 MiB block cache to fit in it).
+# JSON reports go to $OUT.
 #
 #   sudo scripts/bench-placement.sh             # full size
 #   sudo SCALE=0.2 scripts/bench-placement.sh   # quicker
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SCALE=${SCALE:-1}
 OUT=${OUT:-target/bench-placement}
-export LAB_MEM=${LAB_MEM:-256M}
+export LAB_MEM=${LAB_MEM:-512M}
 MEM_BYTES=$(numfmt --from=iec "$LAB_MEM")
 # 1 KiB values + 16 B keys: the database is 5x the lab's memory (page cache included).
 RECORDS=$(python3 -c "print(int(5 * $MEM_BYTES / 1040 * $SCALE))")
@@ -23,7 +24,7 @@ OUT_ABS=$(cd "$OUT" && pwd)
 
 scripts/lab.sh -- bash -c "
 set -euo pipefail
-common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4\"
+common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4 --write-buffer-size 16777216 --block-cache 33554432\"
 placements=tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto
 $BENCH --compare \$placements --workload fillrandom --records $OPS \$common --json $OUT_ABS/fig8-write.json
 $BENCH --compare \$placements --workload ycsb-a --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-a.json

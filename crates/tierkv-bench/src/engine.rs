@@ -761,7 +761,14 @@ mod tests {
         );
         assert!(p("auto").auto);
         assert!(p("auto+parallel").auto);
-        for bad in ["lad8", "fast", "pl+lad1", "group+parallel", "pl+pl", "auto+lad1"] {
+        for bad in [
+            "lad8",
+            "fast",
+            "pl+lad1",
+            "group+parallel",
+            "pl+pl",
+            "auto+lad1",
+        ] {
             assert!(parse_profile(bad).is_err(), "{bad}");
         }
     }

@@ -35,6 +35,7 @@ pub mod key;
 pub mod memtable;
 pub mod options;
 pub mod placement;
+pub mod ratelimit;
 pub mod snapshot;
 pub mod sst;
 pub mod stats;

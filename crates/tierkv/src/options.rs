@@ -114,6 +114,10 @@ pub struct Options {
     /// The fast tier's bandwidth ceiling in bytes/s, for `placement = auto`'s utilisation.
     /// `None`: measured by a short write probe at open when placement is automatic.
     pub fast_tier_bandwidth: Option<u64>,
+    /// Read tables on the fast tier with `O_DIRECT`, through the block cache only (SpanDB's
+    /// kernel bypass); falls back to buffered reads where the file system refuses it.
+    /// Default false: the OS page cache helps when the block cache is small.
+    pub fast_tier_direct_reads: bool,
     /// How the WAL is written. Default [`WalMode::Group`].
     pub wal: WalMode,
     /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
@@ -203,6 +207,7 @@ impl Default for Options {
             fast_tier_wal_reserve: None,
             placement: Placement::Fixed,
             fast_tier_bandwidth: None,
+            fast_tier_direct_reads: false,
             wal: WalMode::Group,
             wal_loggers: 3,
             wal_inflight: 4,
@@ -519,6 +524,7 @@ struct TomlOptions {
     placement: Option<Placement>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_bandwidth: Option<u64>,
+    fast_tier_direct_reads: Option<bool>,
     wal: Option<WalMode>,
     wal_loggers: Option<usize>,
     wal_inflight: Option<usize>,
@@ -572,6 +578,9 @@ impl TomlOptions {
             fast_tier_wal_reserve: self.fast_tier_wal_reserve,
             placement: self.placement.unwrap_or(d.placement),
             fast_tier_bandwidth: self.fast_tier_bandwidth,
+            fast_tier_direct_reads: self
+                .fast_tier_direct_reads
+                .unwrap_or(d.fast_tier_direct_reads),
             wal: self.wal.unwrap_or(d.wal),
             wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
@@ -665,6 +674,8 @@ impl OptionsBuilder {
         wal_recovery_mode: RecoveryMode,
         /// See [`Options::placement`].
         placement: Placement,
+        /// See [`Options::fast_tier_direct_reads`].
+        fast_tier_direct_reads: bool,
         /// See [`Options::wal`].
         wal: WalMode,
         /// See [`Options::wal_loggers`].

@@ -197,6 +197,8 @@ pub struct Stats {
     pub placement: String,
     /// Tables moved between tiers by automatic placement.
     pub migrations: u64,
+    /// Time background writes to the fast tier waited for its rate limit (microseconds).
+    pub background_paced_micros: u64,
     /// Automatic placement's recent pointer moves, oldest first.
     pub placement_history: Vec<String>,
     /// Per-tier I/O rates over the last second or so.

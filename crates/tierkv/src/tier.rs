@@ -12,6 +12,7 @@
 use crate::env::{BufferedFile, Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Options;
+use crate::ratelimit::{RateLimiter, REQUEST_BYTES};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,6 +81,10 @@ pub struct Tiers {
     tiers: Vec<Tier>,
     fs: Arc<dyn Fs>,
     wal_reserve: u64,
+    /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
+    background_limiter: Arc<RateLimiter>,
+    /// Tables on tier 0 are read with `O_DIRECT` (the block cache is their only cache).
+    direct_reads: bool,
 }
 
 /// Kinds of files the engine names.
@@ -143,6 +148,8 @@ impl Tiers {
             tiers,
             fs,
             wal_reserve: opts.wal_reserve(),
+            background_limiter: Arc::default(),
+            direct_reads: opts.fast_tier_direct_reads,
         })
     }
 
@@ -181,18 +188,27 @@ impl Tiers {
     ) -> Result<BufferedFile> {
         let name = &self.tiers[tier].name;
         let inner = self.fs.create(path).map_err(|e| out_of_space(e, name))?;
+        let background = matches!(
+            kind,
+            WriteKind::Flush | WriteKind::Compaction | WriteKind::Migration
+        );
         let counted = CountingFile {
             inner,
             counters: Arc::clone(&self.tiers[tier].counters),
             kind,
             tier: name.clone(),
+            limiter: (tier == 0 && background).then(|| Arc::clone(&self.background_limiter)),
         };
         Ok(BufferedFile::new(Box::new(counted), buffer))
     }
 
     /// Opens a table file on `tier` for reads, counting bytes read.
     pub fn open_read(&self, tier: usize, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let inner = self.fs.open_read(path)?;
+        let inner = if tier == 0 && self.direct_reads {
+            self.fs.open_read_direct(path)?
+        } else {
+            self.fs.open_read(path)?
+        };
         Ok(Arc::new(CountingReader {
             inner,
             counters: Arc::clone(&self.tiers[tier].counters),
@@ -222,6 +238,11 @@ impl Tiers {
         self.table_limit(tier)
             .saturating_sub(t.used())
             .saturating_sub(t.pending.load(Ordering::Relaxed))
+    }
+
+    /// The pacer of background writes to tier 0.
+    pub fn background_limiter(&self) -> &RateLimiter {
+        &self.background_limiter
     }
 
     /// Bytes tables may use on `tier`: its budget, minus the WAL reserve on tier 0.
@@ -372,6 +393,18 @@ struct CountingFile {
     counters: Arc<TierCounters>,
     kind: WriteKind,
     tier: String,
+    /// Background writes to the fast tier: issued in `REQUEST_BYTES` pieces, each paced.
+    limiter: Option<Arc<RateLimiter>>,
+}
+
+impl CountingFile {
+    fn append_counted(&mut self, data: &[u8]) -> Result<()> {
+        self.inner
+            .append(data)
+            .map_err(|e| out_of_space(e, &self.tier))?;
+        self.counters.written[self.kind as usize].fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 /// A file system out of space is reported as `NoSpace` naming the tier.
@@ -388,10 +421,13 @@ fn out_of_space(e: Error, tier: &str) -> Error {
 
 impl WritableFile for CountingFile {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.inner
-            .append(data)
-            .map_err(|e| out_of_space(e, &self.tier))?;
-        self.counters.written[self.kind as usize].fetch_add(data.len() as u64, Ordering::Relaxed);
+        let Some(limiter) = self.limiter.clone() else {
+            return self.append_counted(data);
+        };
+        for piece in data.chunks(REQUEST_BYTES) {
+            limiter.acquire(piece.len());
+            self.append_counted(piece)?;
+        }
         Ok(())
     }
 

@@ -251,3 +251,39 @@ fn group_mode_async_writes_complete_and_group() {
         "async writes share groups: {stats}"
     );
 }
+
+#[test]
+fn direct_reads_on_the_fast_tier_return_the_same_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options::builder()
+        .tier(TierConfig::new("fast", dir.path().join("fast")))
+        .tier(TierConfig::new("capacity", dir.path().join("capacity")))
+        .levels_on_fast(7)
+        .fast_tier_direct_reads(true)
+        .block_cache_bytes(0)
+        .write_buffer_size(64 << 10)
+        .build()
+        .unwrap();
+    let db = Db::open(o).unwrap();
+    for i in 0..3000u32 {
+        db.put(&WriteOptions::default(), &key(i), &[i as u8; 300])
+            .unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    assert!(db.live_files().iter().all(|f| f.tier == "fast"));
+    for i in (0..3000u32).step_by(7) {
+        assert_eq!(
+            db.get(&ReadOptions::default(), &key(i)).unwrap(),
+            Some(vec![i as u8; 300])
+        );
+    }
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    assert_eq!(n, 3000);
+    assert!(db.verify_checksums().unwrap() > 0);
+}

@@ -233,6 +233,7 @@ impl Db {
     /// The value of `key`, or `None`.
     pub fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_snapshot(opts)?;
+        self.inner.pipeline.note_foreground();
         self.inner.get(opts, key)
     }
 
@@ -391,6 +392,7 @@ impl DbInner {
 
     /// A synchronous write through the configured WAL.
     fn write_any(&self, durability: crate::options::Durability, batch: WriteBatch) -> Result<()> {
+        self.pipeline.note_foreground();
         if self.pipeline.pwal.is_some() {
             self.write_parallel(durability, Some(batch), false)
         } else {
@@ -502,6 +504,7 @@ impl DbInner {
             txn_conflicts: stats::load(&c.txn_conflicts),
             placement,
             migrations: stats::load(&c.migrations),
+            background_paced_micros: self.tiers.background_limiter().waited_micros(),
             placement_history,
             tier_io: self.io_report(),
         }

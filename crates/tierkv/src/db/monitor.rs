@@ -43,6 +43,7 @@ impl DbInner {
         let stalled = stall > sampler.last_stall_micros;
         sampler.last_stall_micros = stall;
         drop(sampler);
+        self.pace_background(windows.first().and_then(|w| w.ceiling));
         if let Placer::Auto(ctl) = &self.placer {
             let reading = Reading {
                 utilisation: windows.first().and_then(|w| w.utilisation).unwrap_or(0.0),
@@ -62,6 +63,17 @@ impl DbInner {
                 self.bg_cv.notify_one();
             }
         }
+    }
+
+    /// WAL priority on the fast tier: while foreground requests flow and L0 is not close to
+    /// slowing writes, background writes to tier 0 are held to half its bandwidth ceiling (when
+    /// the ceiling is known: configured or probed); otherwise they are not limited.
+    fn pace_background(&self, ceiling: Option<u64>) {
+        let l0 = self.versions.current().levels[0].len();
+        let busy = self.pipeline.foreground_busy.load(Ordering::Acquire)
+            && l0 < self.opts.l0_slowdown_trigger / 2;
+        let rate = ceiling.filter(|_| busy).map(|c| c / 2);
+        self.tiers.background_limiter().set_rate(rate);
     }
 
     /// Hands every tier's cumulative counters to the monitor. Operation counts are known for

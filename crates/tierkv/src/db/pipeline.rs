@@ -156,6 +156,8 @@ pub(super) struct Pipeline {
     pub active_loggers: AtomicUsize,
     /// Writes admitted since open (the head thread's intensity gauge).
     admitted: AtomicU64,
+    /// Foreground requests (reads and writes, any path) since open: the busy gauge.
+    foreground_ops: AtomicU64,
     /// Times a logger found work queued while it had no free in-flight slot.
     saturated: AtomicU64,
     /// 0 unknown, 1 io_uring, 2 pwrite.
@@ -193,6 +195,7 @@ impl Pipeline {
             stop: AtomicBool::new(false),
             active_loggers: AtomicUsize::new(1),
             admitted: AtomicU64::new(0),
+            foreground_ops: AtomicU64::new(0),
             saturated: AtomicU64::new(0),
             io_path: AtomicU8::new(0),
             foreground_busy: AtomicBool::new(false),
@@ -212,9 +215,16 @@ impl Pipeline {
         }
     }
 
+    /// Counts a foreground request (for the head thread's busy flag).
+    pub fn note_foreground(&self) {
+        self.foreground_ops.fetch_add(1, Ordering::Relaxed);
+        self.nudge_head();
+    }
+
     /// Wakes the head thread if it sleeps idle.
     fn nudge_head(&self) {
-        if self.head_idle.swap(false, Ordering::AcqRel) {
+        // NB: a plain load first keeps the common case (head awake) free of a shared write.
+        if self.head_idle.load(Ordering::Relaxed) && self.head_idle.swap(false, Ordering::AcqRel) {
             self.head_cv.notify_one();
         }
     }
@@ -282,6 +292,7 @@ impl DbInner {
             )));
         }
         Counters::add(&self.counters.async_requests, 1);
+        p.note_foreground();
         Ok(())
     }
 
@@ -318,6 +329,7 @@ impl DbInner {
         opts: &ReadOptions,
         key: &[u8],
     ) -> Result<Handle<Option<Vec<u8>>>> {
+        self.pipeline.note_foreground();
         let view = self.read_view(opts);
         for mem in &view.mems {
             let found = match mem.get(key, view.seq) {
@@ -814,6 +826,7 @@ pub(super) fn head(db: &DbInner) {
     let p = &db.pipeline;
     let max = db.opts.wal_loggers;
     let mut last_admitted = p.admitted.load(Ordering::Relaxed);
+    let mut last_foreground = p.foreground_ops.load(Ordering::Relaxed);
     let mut last_tick = Instant::now();
     let mut quiet_ticks = 0u32;
     while !p.stop.load(Ordering::Acquire) {
@@ -835,7 +848,10 @@ pub(super) fn head(db: &DbInner) {
         let rate = (admitted - last_admitted) as f64 / now.duration_since(last_tick).as_secs_f64();
         last_admitted = admitted;
         last_tick = now;
-        let busy = rate > 0.0 || p.pending.load(Ordering::Relaxed) > 0;
+        let foreground = p.foreground_ops.load(Ordering::Relaxed);
+        let busy =
+            foreground > last_foreground || rate > 0.0 || p.pending.load(Ordering::Relaxed) > 0;
+        last_foreground = foreground;
         quiet_ticks = if busy { 0 } else { quiet_ticks + 1 };
         p.foreground_busy.store(busy, Ordering::Release);
         let saturated = p.saturated.swap(0, Ordering::Relaxed) > 0;

@@ -15,9 +15,11 @@
 //! User-space buffering is not part of the trait: [`BufferedFile`] adds it on top of any
 //! [`WritableFile`], so the crash model (what a process kill loses) is the same everywhere.
 
+mod aligned;
 mod fault;
 mod posix;
 
+pub use aligned::AlignedBuf;
 pub use fault::{CrashPolicy, FaultFs, FaultKind};
 pub use posix::PosixFs;
 
@@ -33,6 +35,12 @@ pub trait Fs: Send + Sync + 'static {
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens an existing file for positional reads.
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens an existing file for positional reads that bypass the OS page cache (`O_DIRECT`),
+    /// for a caller with its own cache. The default (and the fallback where the file system
+    /// refuses `O_DIRECT`) is [`Fs::open_read`].
+    fn open_read_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_read(path)
+    }
     /// True if `path` names an existing file or directory.
     fn exists(&self, path: &Path) -> bool;
     /// The names (not paths) of the entries of `dir`, in no particular order.

@@ -17,6 +17,7 @@
 
 use crate::batch::WriteBatch;
 use crate::coding::{crc, get_u32, get_u64};
+pub use crate::env::AlignedBuf;
 use crate::env::{Fs, PositionalFile};
 use crate::error::{Error, Result};
 use crate::wal::log::RecoveryMode;
@@ -158,59 +159,6 @@ impl Meta {
 
 /// Most groups one metadata page describes.
 pub const MAX_GROUPS: u64 = ((PAGE - 40) / 24) as u64;
-
-/// A heap buffer aligned for `O_DIRECT` (4 KiB), zero-filled.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the buffer owns its allocation exclusively, like a `Vec<u8>`.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: shared access only reads.
-unsafe impl Sync for AlignedBuf {}
-
-impl AlignedBuf {
-    /// `len` zero bytes (`len` > 0, a multiple of [`PAGE`]).
-    pub fn zeroed(len: usize) -> Self {
-        let layout = std::alloc::Layout::from_size_align(len.max(PAGE), PAGE).expect("layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr =
-            std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
-    }
-
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` initialized bytes while `self` lives.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and `&mut self` makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True if empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len.max(PAGE), PAGE).expect("layout");
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-    }
-}
 
 /// Packs `payloads` (encoded write batches) into one run of whole pages coloured `colour`.
 pub fn pack_run(payloads: &[&[u8]], colour: u64, durable_seq: u64) -> AlignedBuf {
