@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SpanDB Fig. 8 in the tier lab (scripts/lab.sh, needs root): write-only (fillrandom), 50% read
+# SpanDB Fig. 8 and 9 in the tier lab (scripts/lab.sh, needs root): write-only (fillrandom), 50% read
 # (ycsb-a) and 95% read (ycsb-b), zipfian 0.99, for the fixed placements PL and LAD-1..3 and
 # automatic placement, side by side per workload; then ycsb-b against RocksDB (db_paths
 # placement). The database is 5x the lab's memory (LAB_MEM, default 512M here so a run takes
@@ -30,4 +30,6 @@ $BENCH --compare \$placements --workload fillrandom --records $OPS \$common --js
 $BENCH --compare \$placements --workload ycsb-a --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-a.json
 $BENCH --compare \$placements --workload ycsb-b --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-b.json
 $BENCH --compare rocksdb:lad2,tierkv:auto --workload ycsb-b --records $RECORDS --ops $OPS \$common --json $OUT_ABS/ycsb-b-vs-rocksdb.json
+# SpanDB Fig. 9: phases of 50% reads, all writes, 95% reads; the longest write stall shows as max latency.
+$BENCH --compare rocksdb:lad2,tierkv:auto --workload multiphase --records $RECORDS --ops $((3 * OPS)) \$common --json $OUT_ABS/fig9-multiphase.json
 " 2>&1 | tee "$OUT_ABS/log.txt"
