@@ -4,7 +4,7 @@
 //! [`EngineConfig`], so both get the same tiers, memtable size and count, block cache, bloom
 //! bits, compression, background threads and sync setting. Profiles name the placement:
 //! `pl` (fast tier holds only the WAL), `lad0`..`lad7` (top n levels on the fast tier), for
-//! tierkv also `auto` (automatic placement by fast-tier bandwidth, starting from PL), and for
+//! tierkv also `auto` (automatic placement by fast-tier bandwidth, starting from LAD-2), and for
 //! tierkv the WAL mode: `group` (group-commit leader, the default) or `parallel` (SpanDB's
 //! parallel WAL). Parts join with `+`: `tierkv:parallel`, `tierkv:pl+parallel`,
 //! `tierkv:lad1+group`.
@@ -247,8 +247,9 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         let n = match part {
             "pl" => 0,
             "auto" => {
+                // NB: automatic placement starts from the engine's default split (LAD-2).
                 auto = true;
-                0
+                2
             }
             p => match p.strip_prefix("lad").and_then(|n| n.parse().ok()) {
                 Some(n) if n <= 7 => n,
