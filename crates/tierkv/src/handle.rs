@@ -1,5 +1,5 @@
 //! Handles of asynchronous requests: [`Handle`] is what `Db::submit_*` returns; the engine
-//! keeps the other end ([`Completer`]) and completes it exactly once.
+//! keeps the other end (a `Completer`) and completes it exactly once.
 //!
 //! A handle can be polled ([`Handle::is_ready`], [`Handle::try_take`]), waited on
 //! ([`Handle::wait`]) or awaited: it implements [`Future`] with no executor behind it, waking
