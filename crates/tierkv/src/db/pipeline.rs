@@ -605,30 +605,16 @@ impl DbInner {
 
     /// Publishes a completed run (or fails everything after a failed one).
     fn finish_run(&self, run: Run, result: Result<usize>) {
-        let p = &self.pipeline;
+        let pwal = self.pipeline.pwal.as_ref().expect("parallel mode");
         let result = result.and_then(|n| {
             if n == run.buf.len() {
-                Ok(())
-            } else {
-                let err = std::io::Error::new(std::io::ErrorKind::WriteZero, "short write");
-                let path = p
-                    .pwal
-                    .as_ref()
-                    .expect("parallel mode")
-                    .file()
-                    .path()
-                    .to_path_buf();
-                Err(Error::io("write", path, err))
+                return Ok(());
             }
+            let err = std::io::Error::new(std::io::ErrorKind::WriteZero, "short write");
+            Err(Error::io("write", pwal.file().path(), err))
         });
         if let Err(e) = result {
-            // The log's durable state is unknown: stop writing, fail what is not published.
-            self.set_bg_error(&e);
-            let closed = Error::Closed(format!("the WAL write failed: {e}"));
-            for c in p.fail_all(&e) {
-                c.complete(Err(closed.duplicate()));
-            }
-            return;
+            return self.fail_log(&e);
         }
         let Run {
             entries, durable, ..
@@ -642,20 +628,21 @@ impl DbInner {
             }
         });
         while let Advance::Cover(through) = advance {
-            let pwal = p.pwal.as_ref().expect("parallel mode");
             Counters::add(&self.counters.wal_cover_syncs, 1);
             if let Err(e) = pwal.file().sync() {
-                self.finish_run(
-                    Run {
-                        entries: Vec::new(),
-                        buf: AlignedBuf::zeroed(PAGE),
-                        durable: false,
-                    },
-                    Err(e),
-                );
-                return;
+                return self.fail_log(&e);
             }
             advance = self.publish(|t| t.durable = t.durable.max(through));
+        }
+    }
+
+    /// After a failed log write or sync the log's durable state is unknown: stop writing and
+    /// fail everything not yet published.
+    fn fail_log(&self, e: &Error) {
+        self.set_bg_error(e);
+        let closed = Error::Closed(format!("the WAL write failed: {e}"));
+        for c in self.pipeline.fail_all(e) {
+            c.complete(Err(closed.duplicate()));
         }
     }
 
