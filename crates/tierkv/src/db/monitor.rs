@@ -67,13 +67,16 @@ impl DbInner {
 
     /// WAL priority on the fast tier: while foreground requests flow and L0 is not close to
     /// slowing writes, background writes to tier 0 are held to half its bandwidth ceiling (when
-    /// the ceiling is known: configured or probed); otherwise they are not limited.
+    /// the ceiling is known: configured or probed); otherwise they are not limited. Migration
+    /// copies trickle while the foreground is busy.
     fn pace_background(&self, ceiling: Option<u64>) {
+        let foreground = self.pipeline.foreground_busy.load(Ordering::Acquire);
         let l0 = self.versions.current().levels[0].len();
-        let busy = self.pipeline.foreground_busy.load(Ordering::Acquire)
-            && l0 < self.opts.l0_slowdown_trigger / 2;
+        let busy = foreground && l0 < self.opts.l0_slowdown_trigger / 2;
         let rate = ceiling.filter(|_| busy).map(|c| c / 2);
         self.tiers.background_limiter().set_rate(rate);
+        let migration = foreground.then_some(super::migrate::BUSY_MIGRATION_RATE);
+        self.migration_limiter.set_rate(migration);
     }
 
     /// Hands every tier's cumulative counters to the monitor. Operation counts are known for

@@ -158,6 +158,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         iomon: monitor(&opts, &tiers)?,
         io_sampler: Mutex::new(IoSampler::default()),
         placer,
+        migration_limiter: Default::default(),
         next_write_at: Mutex::new(None),
         counters: Counters::default(),
         _lock: lock,
