@@ -67,6 +67,29 @@ pub struct EngineArgs {
     /// writing a preallocated page area).
     #[arg(long, value_enum, global = true)]
     pub wal: Option<WalArg>,
+
+    /// How new tables are placed: by --levels-on-fast, or automatically by the fast tier's
+    /// measured bandwidth use and space (starting from --levels-on-fast).
+    #[arg(long, value_enum, global = true)]
+    pub placement: Option<PlacementArg>,
+}
+
+/// Placement modes as typed on the command line.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementArg {
+    /// A fixed split: --levels-on-fast levels on the fast tier.
+    Fixed,
+    /// A pointer over levels moved by the fast tier's utilisation, with migration.
+    Auto,
+}
+
+impl From<PlacementArg> for tierkv::Placement {
+    fn from(p: PlacementArg) -> Self {
+        match p {
+            PlacementArg::Fixed => tierkv::Placement::Fixed,
+            PlacementArg::Auto => tierkv::Placement::Auto,
+        }
+    }
 }
 
 /// WAL modes as typed on the command line.

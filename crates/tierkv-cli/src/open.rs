@@ -62,6 +62,9 @@ impl EngineArgs {
         if let Some(wal) = self.wal {
             opts.wal = wal.into();
         }
+        if let Some(placement) = self.placement {
+            opts.placement = placement.into();
+        }
         Ok(())
     }
 
