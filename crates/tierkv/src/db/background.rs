@@ -497,7 +497,7 @@ impl DbInner {
             wals.push(state.mem.wal_number());
             (state.pending_outputs.clone(), wals, next_number)
         };
-        let live_tables = self.versions.live_table_numbers();
+        let live_tables = self.versions.live_tables();
         let log_number = self.versions.log_number();
         let manifest = self.versions.manifest_number();
         for (t, tier) in self.tiers.all().iter().enumerate() {
@@ -506,8 +506,9 @@ impl DbInner {
             };
             for name in names {
                 let obsolete = match tier::parse_file_name(&name) {
+                    // NB: by tier and number: a leftover copy never shadows a live table.
                     Some((FileKind::Table, n)) => {
-                        n < next_number && !live_tables.contains(&n) && !pending.contains(&n)
+                        n < next_number && !live_tables.contains(&(t, n)) && !pending.contains(&n)
                     }
                     Some((FileKind::Wal, n)) => t == 0 && n < log_number && !live_wals.contains(&n),
                     Some((FileKind::Manifest, n)) => t == 0 && manifest.is_some_and(|m| n < m),

@@ -279,10 +279,21 @@ fn check_known_tiers_configured(opts: &Options, known: &[String]) -> Result<()> 
 }
 
 /// Every table the MANIFEST lists must exist on its tier.
+///
+/// Also takes every file number found on disk as used: a table written after the last MANIFEST
+/// edit (a flush, compaction or migration output cut short by a crash) must never share its
+/// number with a later table, and is then deleted as obsolete.
 fn check_tables_present(tiers: &Tiers, versions: &VersionSet) -> Result<()> {
     let mut present: Vec<HashSet<String>> = Vec::new();
     for t in tiers.all() {
         present.push(tiers.fs().list_dir(&t.dir)?.into_iter().collect());
+    }
+    let numbers = present
+        .iter()
+        .flatten()
+        .filter_map(|name| tier::parse_file_name(name));
+    if let Some(max) = numbers.map(|(_, n)| n).max() {
+        versions.mark_file_number_used(max);
     }
     for (level, f) in versions.current().all_files() {
         let name = tier::file_name(FileKind::Table, f.number);

@@ -270,19 +270,19 @@ impl VersionSet {
         self.manifest.lock().as_ref().map(|m| m.number)
     }
 
-    /// Every table number listed by a live version.
-    pub fn live_table_numbers(&self) -> std::collections::HashSet<u64> {
+    /// Every table (tier, number) listed by a live version.
+    pub fn live_tables(&self) -> std::collections::HashSet<(usize, u64)> {
         let live: Vec<Arc<Version>> = {
             let mut live = self.live.lock();
             live.retain(|w| w.strong_count() > 0);
             live.iter().filter_map(Weak::upgrade).collect()
         };
-        let mut numbers: std::collections::HashSet<u64> = live
+        let mut tables: std::collections::HashSet<(usize, u64)> = live
             .iter()
-            .flat_map(|v| v.all_files().map(|(_, f)| f.number))
+            .flat_map(|v| v.all_files().map(|(_, f)| (f.tier, f.number)))
             .collect();
-        numbers.extend(self.current().all_files().map(|(_, f)| f.number));
-        numbers
+        tables.extend(self.current().all_files().map(|(_, f)| (f.tier, f.number)));
+        tables
     }
 
     /// Starts a new MANIFEST holding the whole current state plus `edit`, then points CURRENT
