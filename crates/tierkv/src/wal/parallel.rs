@@ -658,11 +658,6 @@ impl ParallelWal {
     pub fn has_free_group(&self) -> bool {
         self.meta.lock().live.iter().any(|l| !l)
     }
-
-    /// Groups still live (for stats and tests).
-    pub fn live_groups(&self) -> usize {
-        self.meta.lock().live.iter().filter(|l| **l).count()
-    }
 }
 
 #[cfg(test)]
