@@ -199,6 +199,21 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<PhaseResult> {
     })
 }
 
+/// A client thread's random source and key chooser: the same for the same seed and thread,
+/// whichever API the client drives.
+fn client_draws(spec: &RunSpec, thread: usize, quota: u64) -> (rand::rngs::SmallRng, KeyChooser) {
+    let rng = thread_rng(spec.seed, thread);
+    let dist = spec
+        .workload
+        .forced_distribution(zipf_theta(spec))
+        .unwrap_or(spec.distribution);
+    let start_key = match spec.workload {
+        Workload::FillSeq => thread as u64 * quota,
+        _ => (spec.records / spec.threads as u64) * thread as u64,
+    };
+    (rng, KeyChooser::new(dist, spec.records.max(1), start_key))
+}
+
 struct ClientCtx<'a> {
     engine: &'a dyn Engine,
     spec: &'a RunSpec,
@@ -214,16 +229,7 @@ fn client(
     deadline: Option<Instant>,
 ) -> Result<PhaseResult> {
     let spec = ctx.spec;
-    let mut rng = thread_rng(spec.seed, thread);
-    let dist = spec
-        .workload
-        .forced_distribution(zipf_theta(spec))
-        .unwrap_or(spec.distribution);
-    let start_key = match spec.workload {
-        Workload::FillSeq => thread as u64 * quota,
-        _ => (spec.records / spec.threads as u64) * thread as u64,
-    };
-    let mut chooser = KeyChooser::new(dist, spec.records.max(1), start_key);
+    let (mut rng, mut chooser) = client_draws(spec, thread, quota);
     let mut result = PhaseResult::empty();
     let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut i = 0;
@@ -290,16 +296,7 @@ fn client_async(
     deadline: Option<Instant>,
 ) -> Result<PhaseResult> {
     let spec = ctx.spec;
-    let mut rng = thread_rng(spec.seed, thread);
-    let dist = spec
-        .workload
-        .forced_distribution(zipf_theta(spec))
-        .unwrap_or(spec.distribution);
-    let start_key = match spec.workload {
-        Workload::FillSeq => thread as u64 * quota,
-        _ => (spec.records / spec.threads as u64) * thread as u64,
-    };
-    let mut chooser = KeyChooser::new(dist, spec.records.max(1), start_key);
+    let (mut rng, mut chooser) = client_draws(spec, thread, quota);
     let mut result = PhaseResult::empty();
     let mut window = Window::new(ctx, spec.inflight);
     let (mut key, mut value) = (Vec::new(), Vec::new());
