@@ -32,6 +32,11 @@ pub struct TierConfig {
     /// Budget in bytes for files placed on this tier; `u64::MAX` means unlimited.
     #[serde(default = "unlimited", deserialize_with = "de_size")]
     pub capacity: u64,
+    /// Read this tier's tables with `O_DIRECT`, through the block cache only (SpanDB's kernel
+    /// bypass); buffered where the file system refuses it. Default false: the OS page cache
+    /// helps when the block cache is small.
+    #[serde(default)]
+    pub direct_reads: bool,
 }
 
 fn unlimited() -> u64 {
@@ -45,7 +50,14 @@ impl TierConfig {
             name: name.into(),
             path: path.into(),
             capacity: u64::MAX,
+            direct_reads: false,
         }
+    }
+
+    /// Reads this tier's tables with `O_DIRECT` (see [`TierConfig::direct_reads`]).
+    pub fn with_direct_reads(mut self, direct: bool) -> Self {
+        self.direct_reads = direct;
+        self
     }
 
     /// Sets the byte budget.
@@ -114,10 +126,6 @@ pub struct Options {
     /// The fast tier's bandwidth ceiling in bytes/s, for `placement = auto`'s utilisation.
     /// `None`: measured by a short write probe at open when placement is automatic.
     pub fast_tier_bandwidth: Option<u64>,
-    /// Read tables on the fast tier with `O_DIRECT`, through the block cache only (SpanDB's
-    /// kernel bypass); falls back to buffered reads where the file system refuses it.
-    /// Default false: the OS page cache helps when the block cache is small.
-    pub fast_tier_direct_reads: bool,
     /// How the WAL is written. Default [`WalMode::Group`].
     pub wal: WalMode,
     /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
@@ -207,7 +215,6 @@ impl Default for Options {
             fast_tier_wal_reserve: None,
             placement: Placement::Fixed,
             fast_tier_bandwidth: None,
-            fast_tier_direct_reads: false,
             wal: WalMode::Group,
             wal_loggers: 3,
             wal_inflight: 4,
@@ -524,7 +531,6 @@ struct TomlOptions {
     placement: Option<Placement>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_bandwidth: Option<u64>,
-    fast_tier_direct_reads: Option<bool>,
     wal: Option<WalMode>,
     wal_loggers: Option<usize>,
     wal_inflight: Option<usize>,
@@ -578,9 +584,6 @@ impl TomlOptions {
             fast_tier_wal_reserve: self.fast_tier_wal_reserve,
             placement: self.placement.unwrap_or(d.placement),
             fast_tier_bandwidth: self.fast_tier_bandwidth,
-            fast_tier_direct_reads: self
-                .fast_tier_direct_reads
-                .unwrap_or(d.fast_tier_direct_reads),
             wal: self.wal.unwrap_or(d.wal),
             wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
@@ -674,8 +677,6 @@ impl OptionsBuilder {
         wal_recovery_mode: RecoveryMode,
         /// See [`Options::placement`].
         placement: Placement,
-        /// See [`Options::fast_tier_direct_reads`].
-        fast_tier_direct_reads: bool,
         /// See [`Options::wal`].
         wal: WalMode,
         /// See [`Options::wal_loggers`].
@@ -827,10 +828,14 @@ mod tests {
             write_buffer_size = "8MiB"
             compression = "zstd"
             wal_recovery_mode = "absolute-consistency"
+            wal = "parallel"
+            placement = "auto"
+            fast_tier_bandwidth = "2GiB"
             [[tier]]
             name = "fast"
             path = "/mnt/fast"
             capacity = "10GiB"
+            direct_reads = true
             [[tier]]
             name = "capacity"
             path = "/mnt/cap"
@@ -842,7 +847,11 @@ mod tests {
         assert_eq!(opts.compression, Compression::Zstd);
         assert_eq!(opts.tiers[0].capacity, 10 << 30);
         assert_eq!(opts.tiers[1].capacity, u64::MAX);
+        assert!(opts.tiers[0].direct_reads && !opts.tiers[1].direct_reads);
         assert_eq!(opts.wal_recovery_mode, RecoveryMode::AbsoluteConsistency);
+        assert_eq!(opts.wal, WalMode::Parallel);
+        assert_eq!(opts.placement, Placement::Auto);
+        assert_eq!(opts.fast_tier_bandwidth, Some(2 << 30));
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub struct Tier {
     pub dir: PathBuf,
     /// Byte budget (`u64::MAX` = unlimited).
     pub capacity: u64,
+    /// Tables here are read with `O_DIRECT` (the block cache is their only cache).
+    pub direct_reads: bool,
     used: AtomicU64,
     /// Bytes promised to tables being written here (see [`Reservation`]).
     pending: Arc<AtomicU64>,
@@ -83,8 +85,6 @@ pub struct Tiers {
     wal_reserve: u64,
     /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
     background_limiter: Arc<RateLimiter>,
-    /// Tables on tier 0 are read with `O_DIRECT` (the block cache is their only cache).
-    direct_reads: bool,
 }
 
 /// Kinds of files the engine names.
@@ -133,6 +133,7 @@ impl Tiers {
                 name: cfg.name.clone(),
                 dir: cfg.path.clone(),
                 capacity: cfg.capacity,
+                direct_reads: cfg.direct_reads,
                 used: AtomicU64::new(0),
                 pending: Arc::default(),
                 files: AtomicU64::new(0),
@@ -149,7 +150,6 @@ impl Tiers {
             fs,
             wal_reserve: opts.wal_reserve(),
             background_limiter: Arc::default(),
-            direct_reads: opts.fast_tier_direct_reads,
         })
     }
 
@@ -204,7 +204,7 @@ impl Tiers {
 
     /// Opens a table file on `tier` for reads, counting bytes read.
     pub fn open_read(&self, tier: usize, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let inner = if tier == 0 && self.direct_reads {
+        let inner = if self.tiers[tier].direct_reads {
             self.fs.open_read_direct(path)?
         } else {
             self.fs.open_read(path)?
