@@ -214,6 +214,40 @@ fn client_draws(spec: &RunSpec, thread: usize, quota: u64) -> (rand::rngs::Small
     (rng, KeyChooser::new(dist, spec.records.max(1), start_key))
 }
 
+/// True once the run is stopped or past its deadline.
+fn should_stop(ctx: &ClientCtx<'_>, deadline: Option<Instant>) -> bool {
+    ctx.shared.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+/// Draws a client's next operation by the workload's mix at the run's progress, and writes
+/// its key into `key`.
+fn draw_op(
+    ctx: &ClientCtx<'_>,
+    (rng, chooser): (&mut rand::rngs::SmallRng, &mut KeyChooser),
+    total: u64,
+    deadline: Option<Instant>,
+    key: &mut Vec<u8>,
+) -> OpKind {
+    let spec = ctx.spec;
+    let done = ctx.shared.done_ops.load(Ordering::Relaxed);
+    let fraction = match deadline {
+        Some(_) if total == u64::MAX => elapsed_fraction(spec, deadline),
+        _ => done as f64 / total as f64,
+    };
+    let kind = spec.workload.mix(fraction).pick(rng);
+    let newest = ctx
+        .shared
+        .next_insert
+        .load(Ordering::Relaxed)
+        .saturating_sub(1);
+    let index = match kind {
+        OpKind::Insert => ctx.shared.next_insert.fetch_add(1, Ordering::Relaxed),
+        _ => chooser.next(rng, newest),
+    };
+    format_key(index, spec.key_size, key);
+    kind
+}
+
 struct ClientCtx<'a> {
     engine: &'a dyn Engine,
     spec: &'a RunSpec,
@@ -234,28 +268,10 @@ fn client(
     let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < quota {
-        if i % 64 == 0
-            && (ctx.shared.stop.load(Ordering::Relaxed)
-                || deadline.is_some_and(|d| Instant::now() >= d))
-        {
+        if i % 64 == 0 && should_stop(ctx, deadline) {
             break;
         }
-        let done = ctx.shared.done_ops.load(Ordering::Relaxed);
-        let fraction = match deadline {
-            Some(_) if total == u64::MAX => elapsed_fraction(spec, deadline),
-            _ => done as f64 / total as f64,
-        };
-        let kind = spec.workload.mix(fraction).pick(&mut rng);
-        let newest = ctx
-            .shared
-            .next_insert
-            .load(Ordering::Relaxed)
-            .saturating_sub(1);
-        let index = match kind {
-            OpKind::Insert => ctx.shared.next_insert.fetch_add(1, Ordering::Relaxed),
-            _ => chooser.next(&mut rng, newest),
-        };
-        format_key(index, spec.key_size, &mut key);
+        let kind = draw_op(ctx, (&mut rng, &mut chooser), total, deadline, &mut key);
         let start = Instant::now();
         match kind {
             OpKind::Read => {
@@ -302,29 +318,11 @@ fn client_async(
     let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < quota {
-        if i % 64 == 0
-            && (ctx.shared.stop.load(Ordering::Relaxed)
-                || deadline.is_some_and(|d| Instant::now() >= d))
-        {
+        if i % 64 == 0 && should_stop(ctx, deadline) {
             break;
         }
         window.make_room(&mut result)?;
-        let done = ctx.shared.done_ops.load(Ordering::Relaxed);
-        let fraction = match deadline {
-            Some(_) if total == u64::MAX => elapsed_fraction(spec, deadline),
-            _ => done as f64 / total as f64,
-        };
-        let kind = spec.workload.mix(fraction).pick(&mut rng);
-        let newest = ctx
-            .shared
-            .next_insert
-            .load(Ordering::Relaxed)
-            .saturating_sub(1);
-        let index = match kind {
-            OpKind::Insert => ctx.shared.next_insert.fetch_add(1, Ordering::Relaxed),
-            _ => chooser.next(&mut rng, newest),
-        };
-        format_key(index, spec.key_size, &mut key);
+        let kind = draw_op(ctx, (&mut rng, &mut chooser), total, deadline, &mut key);
         let (op, stage) = match kind {
             OpKind::Read => (AsyncOp::Get { key: &key }, Stage::Final),
             OpKind::Update | OpKind::Insert => {

@@ -120,15 +120,22 @@ impl<T> std::fmt::Debug for Handle<T> {
 impl<T> Completer<T> {
     /// Completes the request. Consumes the completer, so it happens at most once.
     pub fn complete(self, result: Result<T>) {
-        // NB: out of the in-flight count before the result is published, so a caller woken
-        // by it can submit its next request without being refused as `Busy`.
-        if let Some(pending) = &self.shared.pending {
-            pending.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.finish(|| result);
+    }
+
+    /// Publishes `result()` unless the request already completed, and wakes its waiters.
+    fn finish(&self, result: impl FnOnce() -> Result<T>) {
         let waker = {
             let mut slot = self.shared.slot.lock();
-            debug_assert!(!slot.completed, "a request completed twice");
-            slot.result = Some(result);
+            if slot.completed {
+                return;
+            }
+            // NB: out of the in-flight count before the result is published, so a caller
+            // woken by it can submit its next request without being refused as `Busy`.
+            if let Some(pending) = &self.shared.pending {
+                pending.fetch_sub(1, Ordering::AcqRel);
+            }
+            slot.result = Some(result());
             slot.completed = true;
             slot.waker.take()
         };
@@ -143,23 +150,11 @@ impl<T> Drop for Completer<T> {
     fn drop(&mut self) {
         // NB: a completer dropped without completing (a bug, or a panic in a worker) must not
         // leave its handle waiting forever.
-        let mut slot = self.shared.slot.lock();
-        if slot.completed {
-            return;
-        }
-        if let Some(pending) = &self.shared.pending {
-            pending.fetch_sub(1, Ordering::AcqRel);
-        }
-        slot.result = Some(Err(Error::Closed(
-            "the request was dropped before it completed".into(),
-        )));
-        slot.completed = true;
-        let waker = slot.waker.take();
-        drop(slot);
-        self.shared.cv.notify_all();
-        if let Some(w) = waker {
-            w.wake();
-        }
+        self.finish(|| {
+            Err(Error::Closed(
+                "the request was dropped before it completed".into(),
+            ))
+        });
     }
 }
 

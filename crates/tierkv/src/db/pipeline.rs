@@ -329,7 +329,6 @@ impl DbInner {
         opts: &ReadOptions,
         key: &[u8],
     ) -> Result<Handle<Option<Vec<u8>>>> {
-        self.pipeline.note_foreground();
         let view = self.read_view(opts);
         for mem in &view.mems {
             let found = match mem.get(key, view.seq) {
@@ -338,6 +337,8 @@ impl DbInner {
                 Lookup::Absent => None,
             };
             if let Some(value) = found {
+                // NB: a miss is counted as foreground work by `reserve_request` below.
+                self.pipeline.note_foreground();
                 let c = &self.counters;
                 Counters::add(&c.lucky_reads, 1);
                 Counters::add(&c.gets, 1);

@@ -8,6 +8,7 @@
 //! - Every error is [`Error::Io`] naming the operation and the path; the `io::Error` is passed on
 //!   untouched, so `ENOSPC` keeps its kind `StorageFull` and its raw errno.
 
+use super::aligned::ALIGN;
 use super::{AlignedBuf, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -198,13 +199,10 @@ struct PosixPositional {
     size: u64,
 }
 
-/// Alignment `O_DIRECT` needs for offsets, lengths and buffer addresses.
-pub const DIRECT_ALIGN: usize = 4096;
-
 fn is_aligned(offset: u64, data: &[u8]) -> bool {
-    offset.is_multiple_of(DIRECT_ALIGN as u64)
-        && data.len().is_multiple_of(DIRECT_ALIGN)
-        && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
+    offset.is_multiple_of(ALIGN as u64)
+        && data.len().is_multiple_of(ALIGN)
+        && (data.as_ptr() as usize).is_multiple_of(ALIGN)
 }
 
 impl PositionalFile for PosixPositional {
@@ -423,7 +421,7 @@ struct PosixDirectRead {
 
 impl RandomAccessFile for PosixDirectRead {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let align = DIRECT_ALIGN as u64;
+        let align = ALIGN as u64;
         let start = offset / align * align;
         let end = (offset + buf.len() as u64).div_ceil(align) * align;
         let mut page = AlignedBuf::zeroed((end - start) as usize);
