@@ -110,6 +110,11 @@ pub(super) enum Task {
         key: Vec<u8>,
         done: Completer<Option<Vec<u8>>>,
     },
+    MultiGet {
+        opts: ReadOptions,
+        keys: Vec<Vec<u8>>,
+        done: Completer<Vec<Option<Vec<u8>>>>,
+    },
     Scan {
         opts: ReadOptions,
         start: Vec<u8>,
@@ -352,6 +357,22 @@ impl DbInner {
         self.pipeline.push_task(Task::Get {
             opts: opts.clone(),
             key: key.to_vec(),
+            done,
+        });
+        Ok(handle)
+    }
+
+    /// Asynchronous multi-get, always served by a worker.
+    pub(super) fn submit_multi_get(
+        &self,
+        opts: &ReadOptions,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<Handle<Vec<Option<Vec<u8>>>>> {
+        self.reserve_request()?;
+        let (handle, done) = self.async_channel();
+        self.pipeline.push_task(Task::MultiGet {
+            opts: opts.clone(),
+            keys,
             done,
         });
         Ok(handle)
@@ -783,6 +804,10 @@ pub(super) fn worker(db: &DbInner) {
 fn run_task(db: &DbInner, task: Task) {
     match task {
         Task::Get { opts, key, done } => done.complete(db.get(&opts, &key)),
+        Task::MultiGet { opts, keys, done } => {
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            done.complete(db.multi_get(&opts, &keys))
+        }
         Task::Scan {
             opts,
             start,

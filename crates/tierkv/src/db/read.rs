@@ -74,6 +74,15 @@ impl DbInner {
         Ok(None)
     }
 
+    /// The values of `keys` from one read view (see [`crate::Db::multi_get`]).
+    pub(super) fn multi_get(
+        &self,
+        opts: &ReadOptions,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(opts, k)).collect()
+    }
+
     /// Up to `limit` entries from `start` (or the lower bound, if later), in key order.
     pub(super) fn scan(
         &self,
