@@ -139,6 +139,10 @@ pub struct Options {
     /// Parallel WAL: submit page writes through io_uring on an `O_DIRECT` descriptor when the
     /// kernel and file system allow it (else `pwritev2` from the logger). Default true.
     pub wal_io_uring: bool,
+    /// Table reads that can go together — a multi-get's data blocks, an iterator's next
+    /// read-ahead window — go through io_uring when the kernel allows it (else one `pread`
+    /// each, in turn). Default true.
+    pub read_io_uring: bool,
     /// Threads serving asynchronous reads and deferred writes. Default 2. Range 1..=64.
     pub pipeline_workers: usize,
     /// Asynchronous requests admitted but not completed, beyond which `submit_*` returns
@@ -220,6 +224,7 @@ impl Default for Options {
             wal_inflight: 4,
             wal_group_bytes: None,
             wal_io_uring: true,
+            read_io_uring: true,
             pipeline_workers: 2,
             max_pending_requests: 4096,
             fs: Arc::new(PosixFs::new()),
@@ -537,6 +542,7 @@ struct TomlOptions {
     #[serde(default, deserialize_with = "de_opt_size")]
     wal_group_bytes: Option<u64>,
     wal_io_uring: Option<bool>,
+    read_io_uring: Option<bool>,
     pipeline_workers: Option<usize>,
     max_pending_requests: Option<usize>,
 }
@@ -589,6 +595,7 @@ impl TomlOptions {
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
             wal_group_bytes: self.wal_group_bytes,
             wal_io_uring: self.wal_io_uring.unwrap_or(d.wal_io_uring),
+            read_io_uring: self.read_io_uring.unwrap_or(d.read_io_uring),
             pipeline_workers: self.pipeline_workers.unwrap_or(d.pipeline_workers),
             max_pending_requests: self.max_pending_requests.unwrap_or(d.max_pending_requests),
             fs: d.fs,
@@ -685,6 +692,8 @@ impl OptionsBuilder {
         wal_inflight: usize,
         /// See [`Options::wal_io_uring`].
         wal_io_uring: bool,
+        /// See [`Options::read_io_uring`].
+        read_io_uring: bool,
         /// See [`Options::pipeline_workers`].
         pipeline_workers: usize,
         /// See [`Options::max_pending_requests`].

@@ -27,6 +27,8 @@ pub(crate) struct Counters {
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub lucky_reads: AtomicU64,
+    pub multi_gets: AtomicU64,
+    pub multi_get_block_reads: AtomicU64,
     pub async_requests: AtomicU64,
     pub busy_rejections: AtomicU64,
     pub wal_runs: AtomicU64,
@@ -177,6 +179,13 @@ pub struct Stats {
     pub wal_io_path: String,
     /// Asynchronous gets answered inline from a memtable.
     pub lucky_reads: u64,
+    /// How batched table reads (multi-get blocks, iterator read-ahead) reach the files:
+    /// "io_uring", or "pread" where io_uring is off or unavailable.
+    pub read_io_path: String,
+    /// `multi_get` calls (their keys also count in `gets`).
+    pub multi_gets: u64,
+    /// Data blocks multi-gets read from files, each once however many keys needed it.
+    pub multi_get_block_reads: u64,
     /// Asynchronous requests admitted.
     pub async_requests: u64,
     /// Submissions refused with `Busy`.
@@ -348,6 +357,11 @@ impl fmt::Display for Stats {
             self.wal_pages,
             self.wal_cover_syncs,
             self.active_loggers
+        )?;
+        writeln!(
+            f,
+            "batched reads: {} path, {} multi-gets, {} blocks read",
+            self.read_io_path, self.multi_gets, self.multi_get_block_reads
         )?;
         writeln!(
             f,

@@ -9,7 +9,7 @@
 //! INVARIANT: `used` of a tier equals the sum of the sizes of live tables placed on it (updated
 //! when a table is installed or deleted), so placement decisions need no directory scans.
 
-use crate::env::{BufferedFile, Fs, RandomAccessFile, WritableFile};
+use crate::env::{BufferedFile, Fs, IoTarget, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::ratelimit::{RateLimiter, REQUEST_BYTES};
@@ -85,6 +85,8 @@ pub struct Tiers {
     wal_reserve: u64,
     /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
     background_limiter: Arc<RateLimiter>,
+    /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
+    read_io_uring: bool,
 }
 
 /// Kinds of files the engine names.
@@ -150,6 +152,7 @@ impl Tiers {
             fs,
             wal_reserve: opts.wal_reserve(),
             background_limiter: Arc::default(),
+            read_io_uring: opts.read_io_uring,
         })
     }
 
@@ -212,6 +215,7 @@ impl Tiers {
         Ok(Arc::new(CountingReader {
             inner,
             counters: Arc::clone(&self.tiers[tier].counters),
+            io_uring: self.read_io_uring,
         }))
     }
 
@@ -454,6 +458,8 @@ impl WritableFile for CountingFile {
 struct CountingReader {
     inner: Arc<dyn RandomAccessFile>,
     counters: Arc<TierCounters>,
+    /// Offer the descriptor to io_uring reads.
+    io_uring: bool,
 }
 
 impl RandomAccessFile for CountingReader {
@@ -467,6 +473,15 @@ impl RandomAccessFile for CountingReader {
 
     fn size(&self) -> u64 {
         self.inner.size()
+    }
+
+    fn io_target(&self) -> Option<IoTarget> {
+        self.inner.io_target().filter(|_| self.io_uring)
+    }
+
+    fn note_read(&self, bytes: u64) {
+        self.counters.read.fetch_add(bytes, Ordering::Relaxed);
+        self.inner.note_read(bytes);
     }
 }
 

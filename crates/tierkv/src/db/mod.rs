@@ -15,6 +15,7 @@ mod background;
 mod iter;
 mod migrate;
 mod monitor;
+mod multiget;
 mod open;
 mod pipeline;
 mod read;
@@ -519,6 +520,9 @@ impl DbInner {
             snapshots: self.snapshots.len(),
             wal_io_path: self.pipeline.io_path_name().to_string(),
             lucky_reads: stats::load(&c.lucky_reads),
+            read_io_path: read_io_path(self.opts.read_io_uring).to_string(),
+            multi_gets: stats::load(&c.multi_gets),
+            multi_get_block_reads: stats::load(&c.multi_get_block_reads),
             async_requests: stats::load(&c.async_requests),
             busy_rejections: stats::load(&c.busy_rejections),
             active_loggers: if self.pipeline.pwal.is_some() {
@@ -561,4 +565,13 @@ fn tier_stats(t: &crate::tier::Tier) -> TierStats {
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<Db>();
+}
+
+/// The path batched table reads take (see [`Stats::read_io_path`]).
+fn read_io_path(enabled: bool) -> &'static str {
+    if enabled && crate::env::io_uring_reads_available() {
+        "io_uring"
+    } else {
+        "pread"
+    }
 }

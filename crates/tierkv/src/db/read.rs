@@ -74,15 +74,6 @@ impl DbInner {
         Ok(None)
     }
 
-    /// The values of `keys` from one read view (see [`crate::Db::multi_get`]).
-    pub(super) fn multi_get(
-        &self,
-        opts: &ReadOptions,
-        keys: &[&[u8]],
-    ) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.get(opts, k)).collect()
-    }
-
     /// Up to `limit` entries from `start` (or the lower bound, if later), in key order.
     pub(super) fn scan(
         &self,
@@ -122,7 +113,7 @@ impl DbInner {
         Ok(None)
     }
 
-    fn count_table_read(&self, level: usize, tier: usize, trace: &ReadTrace) {
+    pub(super) fn count_table_read(&self, level: usize, tier: usize, trace: &ReadTrace) {
         let c = &self.counters;
         if let Some(l) = c.reads_by_level.get(level) {
             Counters::add(l, 1);

@@ -18,10 +18,14 @@
 mod aligned;
 mod fault;
 mod posix;
+mod uring_read;
 
 pub use aligned::AlignedBuf;
 pub use fault::{CrashPolicy, FaultFs, FaultKind};
 pub use posix::PosixFs;
+pub use uring_read::{
+    available as io_uring_reads_available, read_batch, IoTarget, PendingRead, ReadRequest,
+};
 
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -110,6 +114,14 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// The file's size when it was opened.
     fn size(&self) -> u64;
+    /// The descriptor io_uring may read this file through (see [`read_batch`]); `None` where
+    /// reads must go through `read_exact_at`.
+    fn io_target(&self) -> Option<IoTarget> {
+        None
+    }
+    /// Accounts `bytes` read through [`IoTarget`] outside `read_exact_at` (for wrappers that
+    /// count reads).
+    fn note_read(&self, _bytes: u64) {}
 }
 
 /// An exclusive lock held until dropped.

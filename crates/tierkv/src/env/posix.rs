@@ -9,7 +9,7 @@
 //!   untouched, so `ENOSPC` keeps its kind `StorageFull` and its raw errno.
 
 use super::aligned::ALIGN;
-use super::{AlignedBuf, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
+use super::{AlignedBuf, FileLock, Fs, IoTarget, PositionalFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -409,6 +409,13 @@ impl RandomAccessFile for PosixRandomAccess {
     fn size(&self) -> u64 {
         self.size
     }
+
+    fn io_target(&self) -> Option<IoTarget> {
+        Some(IoTarget {
+            fd: self.file.as_raw_fd(),
+            direct: false,
+        })
+    }
 }
 
 /// A file read with `O_DIRECT`: each read covers the aligned pages around the wanted bytes in
@@ -447,6 +454,13 @@ impl RandomAccessFile for PosixDirectRead {
 
     fn size(&self) -> u64 {
         self.size
+    }
+
+    fn io_target(&self) -> Option<IoTarget> {
+        Some(IoTarget {
+            fd: self.file.as_raw_fd(),
+            direct: true,
+        })
     }
 }
 

@@ -47,4 +47,4 @@ pub use format::{
     TABLE_MAGIC,
 };
 pub use props::TableProperties;
-pub use table::{ReadTrace, Table, TableIter};
+pub use table::{Entry, Probe, ReadTrace, Table, TableIter};
