@@ -41,6 +41,9 @@ pub enum WriteKind {
 pub struct TierCounters {
     /// Bytes written by kind, indexed by `WriteKind as usize`.
     pub written: [AtomicU64; 5],
+    /// Write requests handed to the file system by kind (table files: one per buffer flush
+    /// or rate-limited piece).
+    pub write_ops: [AtomicU64; 5],
     /// Bytes read from table files.
     pub read: AtomicU64,
     /// Point reads answered by a data block read from this tier's device.
@@ -407,6 +410,7 @@ impl CountingFile {
             .append(data)
             .map_err(|e| out_of_space(e, &self.tier))?;
         self.counters.written[self.kind as usize].fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.counters.write_ops[self.kind as usize].fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -79,28 +79,29 @@ impl DbInner {
         self.migration_limiter.set_rate(migration);
     }
 
-    /// Hands every tier's cumulative counters to the monitor. Operation counts are known for
-    /// point reads (per tier) and WAL writes (tier 0: groups or runs); table writes count bytes.
+    /// Hands every tier's cumulative counters to the monitor. Operation counts: point reads
+    /// served by the tier, WAL writes (tier 0: groups or runs), and table write requests.
     fn observe_counters(&self, now: Instant) {
         let c = &self.counters;
         let wal_ops = stats::load(&c.write_groups) + stats::load(&c.wal_runs);
+        let tables = [
+            (WriteKind::Flush, IoKind::Flush),
+            (WriteKind::Compaction, IoKind::Compaction),
+            (WriteKind::Migration, IoKind::Migration),
+        ];
         for (t, tier) in self.tiers.all().iter().enumerate() {
             let tc = &tier.counters;
             let written = |k: WriteKind| tc.written[k as usize].load(Ordering::Relaxed);
+            let ops = |k: WriteKind| tc.write_ops[k as usize].load(Ordering::Relaxed);
             let reads = tc.read.load(Ordering::Relaxed);
             let served = tc.reads_served.load(Ordering::Relaxed);
             let mon = &self.iomon;
             let wal = written(WriteKind::Wal) + written(WriteKind::Meta);
             mon.observe_cumulative(t, IoKind::ForegroundRead, reads, served, now);
             mon.observe_cumulative(t, IoKind::Wal, wal, if t == 0 { wal_ops } else { 0 }, now);
-            mon.observe_cumulative(t, IoKind::Flush, written(WriteKind::Flush), 0, now);
-            mon.observe_cumulative(
-                t,
-                IoKind::Compaction,
-                written(WriteKind::Compaction),
-                0,
-                now,
-            );
+            for (kind, io) in tables {
+                mon.observe_cumulative(t, io, written(kind), ops(kind), now);
+            }
         }
     }
 
