@@ -94,6 +94,8 @@ pub enum Outcome {
     Written,
     /// A point read completed; whether it found its key.
     Found(bool),
+    /// A multi-get of `keys` keys completed and found `found` of them.
+    FoundMany { found: usize, keys: usize },
     /// A scan completed with this many keys.
     Scanned(usize),
 }
@@ -107,6 +109,8 @@ pub enum AsyncOp<'a> {
     Write { key: &'a [u8], value: &'a [u8] },
     /// `submit_get`.
     Get { key: &'a [u8] },
+    /// `submit_multi_get` of these keys.
+    MultiGet { keys: &'a [Vec<u8>] },
     /// `submit_scan` of up to `n` keys from `start`.
     Scan { start: &'a [u8], n: usize },
 }
@@ -186,6 +190,9 @@ pub trait Engine: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Reads `key`; returns whether it was found.
     fn get(&self, key: &[u8]) -> Result<bool>;
+    /// Reads `keys` with the engine's one-call multi-get; returns how many were found. An
+    /// answer with a value count other than the key count is an error, not a miss.
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<usize>;
     /// Reads up to `n` keys from `start`; returns how many were read.
     fn scan(&self, start: &[u8], n: usize) -> Result<usize>;
     /// Flushes memtables (between load and run phases).
@@ -269,6 +276,18 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         auto,
         wal,
     })
+}
+
+/// How many of a multi-get's answers hold a value, after checking that there is one answer
+/// per key (a short answer would otherwise pass for misses).
+fn count_found<T>(
+    keys: usize,
+    mut answers: impl ExactSizeIterator<Item = Result<Option<T>>>,
+) -> Result<usize> {
+    if answers.len() != keys {
+        bail!("multi-get of {keys} keys answered {} values", answers.len());
+    }
+    answers.try_fold(0, |found, a| Ok(found + usize::from(a?.is_some())))
 }
 
 /// Opens the engine named `spec` (`NAME[:PROFILE]`) on `cfg`'s tiers.
@@ -377,6 +396,8 @@ mod tierkv_engine {
     enum TierkvPending {
         Write(Handle<()>),
         Get(Handle<Option<Vec<u8>>>),
+        /// A multi-get and its key count, to check the answer against.
+        MultiGet(Handle<Vec<Option<Vec<u8>>>>, usize),
         Scan(Handle<Vec<(Vec<u8>, Vec<u8>)>>),
     }
 
@@ -385,6 +406,7 @@ mod tierkv_engine {
             match self {
                 TierkvPending::Write(h) => h.is_ready(),
                 TierkvPending::Get(h) => h.is_ready(),
+                TierkvPending::MultiGet(h, _) => h.is_ready(),
                 TierkvPending::Scan(h) => h.is_ready(),
             }
         }
@@ -396,6 +418,11 @@ mod tierkv_engine {
                     Outcome::Written
                 }
                 TierkvPending::Get(h) => Outcome::Found(h.wait()?.is_some()),
+                TierkvPending::MultiGet(h, keys) => {
+                    let values = h.wait()?;
+                    let found = count_found(keys, values.into_iter().map(Ok))?;
+                    Outcome::FoundMany { found, keys }
+                }
                 TierkvPending::Scan(h) => {
                     let rows = h.wait()?;
                     std::hint::black_box(&rows);
@@ -442,6 +469,11 @@ mod tierkv_engine {
             Ok(self.db.get(&self.read, key)?.is_some())
         }
 
+        fn multi_get(&self, keys: &[Vec<u8>]) -> Result<usize> {
+            let values = self.db.multi_get(&self.read, keys)?;
+            count_found(keys.len(), values.into_iter().map(Ok))
+        }
+
         fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
             let mut it = self.db.iter(ReadOptions::default())?;
             it.seek(start);
@@ -481,6 +513,12 @@ mod tierkv_engine {
                         .map(TierkvPending::Write)
                 }
                 AsyncOp::Get { key } => self.db.submit_get(&self.read, key).map(TierkvPending::Get),
+                // NB: the engine takes the keys by value, so each submission (a retry after
+                // Busy too) copies them, as submit_get copies its key.
+                AsyncOp::MultiGet { keys } => self
+                    .db
+                    .submit_multi_get(&self.read, keys.to_vec())
+                    .map(|h| TierkvPending::MultiGet(h, keys.len())),
                 AsyncOp::Scan { start, n } => self
                     .db
                     .submit_scan(ReadOptions::default(), start, n)
@@ -521,7 +559,10 @@ mod tierkv_engine {
 #[cfg(feature = "rocksdb")]
 mod rocks {
     use super::*;
-    use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, DBPath, Options, WriteOptions, DB};
+    use rocksdb::{
+        BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBPath, Options,
+        WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
+    };
 
     pub struct RocksEngine {
         db: DB,
@@ -582,7 +623,10 @@ mod rocks {
                 ];
                 opts.set_db_paths(&paths);
             }
-            let db = DB::open(&opts, fast.join("db"))?;
+            // The default column family is opened by name, with the same options `DB::open`
+            // would give it, so that `cf_handle` finds it for `batched_multi_get_cf`.
+            let default_cf = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
+            let db = DB::open_cf_descriptors(&opts, fast.join("db"), [default_cf])?;
             let mut write = WriteOptions::default();
             write.set_sync(cfg.sync);
             Ok(RocksEngine {
@@ -646,6 +690,18 @@ mod rocks {
 
         fn get(&self, key: &[u8]) -> Result<bool> {
             Ok(self.db.get_pinned(key)?.is_some())
+        }
+
+        /// RocksDB's batched MultiGet (the array form): it groups the keys by table and reads
+        /// their blocks together, as tierkv's multi_get does. The crate's `multi_get` goes
+        /// through the vector form, which looks the keys up one by one.
+        fn multi_get(&self, keys: &[Vec<u8>]) -> Result<usize> {
+            let cf = self
+                .db
+                .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
+                .context("rocksdb: no handle for the default column family")?;
+            let answers = self.db.batched_multi_get_cf(cf, keys, false);
+            count_found(keys.len(), answers.into_iter().map(|a| Ok(a?)))
         }
 
         fn scan(&self, start: &[u8], n: usize) -> Result<usize> {

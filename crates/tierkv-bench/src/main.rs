@@ -61,6 +61,12 @@ struct Args {
     /// 1 = synchronous calls. RocksDB has no asynchronous API and runs with 1 (the report says so).
     #[arg(long, default_value_t = 1)]
     inflight: usize,
+    /// Point reads a client thread gathers into one multi-get (tierkv multi_get, or
+    /// submit_multi_get with --inflight; RocksDB's batched MultiGet); 1 = one get per read.
+    /// Other operations flush the gathered reads first. ops/s counts keys; `mget` latencies
+    /// are per multi-get.
+    #[arg(long, default_value_t = 1)]
+    multiget: usize,
     /// Key size in bytes (>= 8).
     #[arg(long, default_value_t = 16)]
     key_size: usize,
@@ -183,6 +189,12 @@ impl Args {
                 self.inflight
             );
         }
+        if self.multiget == 0 || self.multiget > 4096 {
+            bail!(
+                "--multiget {} is out of range: accepted 1..=4096",
+                self.multiget
+            );
+        }
         let workload: Workload = self.workload.parse()?;
         Ok(RunSpec {
             workload,
@@ -196,6 +208,7 @@ impl Args {
             seed: self.seed,
             scan_length: self.scan_length,
             inflight: self.inflight,
+            multiget: self.multiget,
             progress: !self.quiet,
         })
     }
@@ -320,6 +333,7 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         inflight: spec.inflight,
         inflight_requested: args.inflight,
         inflight_note: inflight_note.as_deref(),
+        multiget: spec.multiget,
         sync: args.sync,
         load: load.as_ref(),
         run: &run,

@@ -85,6 +85,8 @@ pub struct RunRecord<'a> {
     pub inflight_requested: usize,
     /// Why `inflight` differs from `inflight_requested`.
     pub inflight_note: Option<&'a str>,
+    /// Most point reads per multi-get (1 = one get per read).
+    pub multiget: usize,
     /// Whether writes were synced.
     pub sync: bool,
     /// Load phase, if any.
@@ -97,6 +99,15 @@ pub struct RunRecord<'a> {
     pub tiers: &'a [TierMeasure],
     /// CPU seconds (user, sys) of the run phase.
     pub cpu: (f64, f64),
+}
+
+/// What an `mget` latency sample stands for, when reads were batched.
+fn multiget_latency_note(multiget: usize) -> Option<String> {
+    (multiget > 1).then(|| {
+        format!(
+            "mget latencies are per multi-get of up to {multiget} keys; ops and ops/s count keys"
+        )
+    })
 }
 
 impl RunRecord<'_> {
@@ -148,6 +159,10 @@ impl RunRecord<'_> {
             "inflight": self.inflight,
             "inflight_requested": self.inflight_requested,
             "inflight_note": self.inflight_note,
+            "multiget": self.multiget,
+            "multiget_batches": self.run.multiget_batches,
+            "multiget_keys_per_batch": self.run.keys_per_multiget(),
+            "multiget_latency_note": multiget_latency_note(self.multiget),
             "sync": self.sync,
             "ops": self.run.ops,
             "seconds": self.run.seconds,
@@ -183,11 +198,15 @@ impl RunRecord<'_> {
     /// The human-readable report.
     pub fn print(&self) {
         println!(
-            "== {} on {} ({} threads, inflight {}, sync={})",
-            self.engine, self.workload, self.threads, self.inflight, self.sync
+            "== {} on {} ({} threads, inflight {}, multiget {}, sync={})",
+            self.engine, self.workload, self.threads, self.inflight, self.multiget, self.sync
         );
         if let Some(note) = self.inflight_note {
             println!("  NOTE: {note}");
+        }
+        if let Some(note) = multiget_latency_note(self.multiget) {
+            let per_batch = self.run.keys_per_multiget().unwrap_or(0.0);
+            println!("  NOTE: {note} ({per_batch:.2} keys per multi-get on average)");
         }
         if let Some(l) = self.load {
             println!(
@@ -306,9 +325,10 @@ pub fn print_comparison(records: &[Value]) {
         base["engine"].as_str().unwrap_or("?")
     );
     println!(
-        "  {:<22} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "  {:<22} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
         "engine",
         "inflight",
+        "multiget",
         "ops/s",
         "x tput",
         "x p50",
@@ -338,9 +358,10 @@ pub fn print_comparison(records: &[Value]) {
             .as_f64()
             .map_or("-".into(), |v| format!("{v:.2}"));
         println!(
-            "  {:<22} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>9} {:>9}",
+            "  {:<22} {:>8} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>9} {:>9}",
             r["engine"].as_str().unwrap_or("?"),
             inflight,
+            r["multiget"].as_u64().unwrap_or(1),
             f(r, &["throughput_ops_per_sec"]),
             ratio(&["throughput_ops_per_sec"]),
             ratio(&["latency_us", "all", "p50"]),
@@ -357,5 +378,9 @@ pub fn print_comparison(records: &[Value]) {
         .any(|r| r["inflight"].as_u64() != r["inflight_requested"].as_u64())
     {
         println!("  * fewer requests in flight than --inflight asked: the engine has no asynchronous API");
+    }
+    let multiget = base["multiget"].as_u64().unwrap_or(1) as usize;
+    if let Some(note) = multiget_latency_note(multiget) {
+        println!("  {note}; x p50 and x p99 count each multi-get as one sample");
     }
 }

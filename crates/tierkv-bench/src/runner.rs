@@ -5,6 +5,10 @@
 //! 1` each thread drives the engine's asynchronous API through a [`Window`] of up to N requests
 //! in flight; an operation's latency runs from its submission to the moment the thread sees it
 //! complete.
+//!
+//! With `multiget = N > 1` each client thread gathers up to N consecutive point reads into one
+//! multi-get (see [`ReadBatcher`]); a multi-get is one latency sample (kind `mget`) and counts
+//! as N operations.
 
 use crate::engine::{AsyncOp, Engine, Outcome, Pending, Submitted};
 use crate::workload::{
@@ -43,6 +47,8 @@ pub struct RunSpec {
     pub scan_length: usize,
     /// Requests in flight per client thread (1 = synchronous calls).
     pub inflight: usize,
+    /// Most point reads a client issues as one multi-get (1 = one `get` per read).
+    pub multiget: usize,
     /// Show a progress bar.
     pub progress: bool,
 }
@@ -66,6 +72,10 @@ pub struct PhaseResult {
     pub busy_waits: u64,
     /// Submissions refused with `Busy` while the client had nothing in flight (it slept).
     pub busy_sleeps: u64,
+    /// Multi-gets issued (each one latency sample of kind `mget`).
+    pub multiget_batches: u64,
+    /// Keys read through multi-gets.
+    pub multiget_keys: u64,
 }
 
 impl PhaseResult {
@@ -79,6 +89,8 @@ impl PhaseResult {
             reads: 0,
             busy_waits: 0,
             busy_sleeps: 0,
+            multiget_batches: 0,
+            multiget_keys: 0,
         }
     }
 
@@ -89,6 +101,8 @@ impl PhaseResult {
         self.reads += other.reads;
         self.busy_waits += other.busy_waits;
         self.busy_sleeps += other.busy_sleeps;
+        self.multiget_batches += other.multiget_batches;
+        self.multiget_keys += other.multiget_keys;
         for (kind, h) in other.latency {
             self.latency
                 .entry(kind)
@@ -107,7 +121,13 @@ impl PhaseResult {
         all
     }
 
-    /// Operations per second.
+    /// Average keys per multi-get, if any was issued.
+    pub fn keys_per_multiget(&self) -> Option<f64> {
+        (self.multiget_batches > 0)
+            .then(|| self.multiget_keys as f64 / self.multiget_batches as f64)
+    }
+
+    /// Operations per second (a multi-get counts as one operation per key).
     pub fn throughput(&self) -> f64 {
         if self.seconds > 0.0 {
             self.ops as f64 / self.seconds
@@ -162,7 +182,7 @@ pub fn load(engine: &dyn Engine, spec: &RunSpec) -> Result<PhaseResult> {
             fill_value(&mut rng, &spec.values, &mut value);
             let start = Instant::now();
             ctx.engine.put(&key, &value)?;
-            record(&mut result, OpKind::Insert, start);
+            record(&mut result, OpKind::Insert, start, 1);
             result.user_bytes_written += (key.len() + value.len()) as u64;
             ctx.shared.done_ops.fetch_add(1, Ordering::Relaxed);
         }
@@ -265,6 +285,7 @@ fn client(
     let spec = ctx.spec;
     let (mut rng, mut chooser) = client_draws(spec, thread, quota);
     let mut result = PhaseResult::empty();
+    let mut batcher = ReadBatcher::new(spec.multiget);
     let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < quota {
@@ -272,38 +293,128 @@ fn client(
             break;
         }
         let kind = draw_op(ctx, (&mut rng, &mut chooser), total, deadline, &mut key);
-        let start = Instant::now();
-        match kind {
-            OpKind::Read => {
-                result.reads += 1;
-                result.found += u64::from(ctx.engine.get(&key)?);
-            }
-            OpKind::Update | OpKind::Insert => {
-                fill_value(&mut rng, &spec.values, &mut value);
-                ctx.engine.put(&key, &value)?;
-                result.user_bytes_written += (key.len() + value.len()) as u64;
-            }
-            OpKind::Scan => {
-                let n = scan_len(spec, &mut rng);
-                ctx.engine.scan(&key, n)?;
-            }
-            OpKind::ReadModifyWrite => {
-                result.reads += 1;
-                result.found += u64::from(ctx.engine.get(&key)?);
-                fill_value(&mut rng, &spec.values, &mut value);
-                ctx.engine.put(&key, &value)?;
-                result.user_bytes_written += (key.len() + value.len()) as u64;
-            }
-        }
-        record(&mut result, kind, start);
-        ctx.shared.done_ops.fetch_add(1, Ordering::Relaxed);
         i += 1;
+        let issue = batcher.push(kind, &key);
+        if let Some(keys) = issue.batch {
+            multi_get(ctx, &mut result, &keys)?;
+        }
+        if issue.single {
+            let start = Instant::now();
+            single_op(ctx, &mut rng, &mut result, kind, (&key, &mut value))?;
+            record(&mut result, kind, start, 1);
+            ctx.shared.done_ops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if let Some(keys) = batcher.finish() {
+        multi_get(ctx, &mut result, &keys)?;
     }
     Ok(result)
 }
 
-/// One client thread of the run phase with up to `spec.inflight` requests in flight. It draws
-/// the same operations, keys and values as [`client`] for the same seed and thread.
+/// Runs one drawn operation synchronously (its latency is the caller's to record).
+fn single_op(
+    ctx: &ClientCtx<'_>,
+    rng: &mut rand::rngs::SmallRng,
+    result: &mut PhaseResult,
+    kind: OpKind,
+    (key, value): (&[u8], &mut Vec<u8>),
+) -> Result<()> {
+    let spec = ctx.spec;
+    match kind {
+        OpKind::Read => {
+            result.reads += 1;
+            result.found += u64::from(ctx.engine.get(key)?);
+        }
+        OpKind::Update | OpKind::Insert => {
+            fill_value(rng, &spec.values, value);
+            ctx.engine.put(key, value)?;
+            result.user_bytes_written += (key.len() + value.len()) as u64;
+        }
+        OpKind::Scan => {
+            let n = scan_len(spec, rng);
+            ctx.engine.scan(key, n)?;
+        }
+        OpKind::ReadModifyWrite => {
+            result.reads += 1;
+            result.found += u64::from(ctx.engine.get(key)?);
+            fill_value(rng, &spec.values, value);
+            ctx.engine.put(key, value)?;
+            result.user_bytes_written += (key.len() + value.len()) as u64;
+        }
+        OpKind::MultiGet => unreachable!("workload mixes draw single operations"),
+    }
+    Ok(())
+}
+
+/// Reads `keys` with one synchronous multi-get and records it as one latency sample.
+fn multi_get(ctx: &ClientCtx<'_>, result: &mut PhaseResult, keys: &[Vec<u8>]) -> Result<()> {
+    let start = Instant::now();
+    let found = ctx.engine.multi_get(keys)?;
+    let n = keys.len() as u64;
+    result.reads += n;
+    result.found += found as u64;
+    record(result, OpKind::MultiGet, start, n);
+    ctx.shared.done_ops.fetch_add(n, Ordering::Relaxed);
+    Ok(())
+}
+
+/// What a client issues for one drawn operation, in this order.
+#[derive(Debug)]
+struct Issue {
+    /// Point reads to issue first, as one multi-get.
+    batch: Option<Vec<Vec<u8>>>,
+    /// Whether the drawn operation is then issued on its own (it joined no batch).
+    single: bool,
+}
+
+/// Gathers a client's consecutive point reads into multi-gets of up to `size` keys. Any other
+/// operation first flushes the reads gathered so far, so each client still issues its
+/// operations in the order it drew them. With `size` 1 every operation is issued on its own,
+/// as without batching.
+struct ReadBatcher {
+    size: usize,
+    keys: Vec<Vec<u8>>,
+}
+
+impl ReadBatcher {
+    fn new(size: usize) -> Self {
+        ReadBatcher {
+            size: size.max(1),
+            keys: Vec::new(),
+        }
+    }
+
+    /// Takes the next drawn operation and its key; says what to issue now.
+    fn push(&mut self, kind: OpKind, key: &[u8]) -> Issue {
+        if kind != OpKind::Read || self.size == 1 {
+            return Issue {
+                batch: self.finish(),
+                single: true,
+            };
+        }
+        self.keys.push(key.to_vec());
+        let full = self.keys.len() >= self.size;
+        Issue {
+            batch: if full { self.finish() } else { None },
+            single: false,
+        }
+    }
+
+    /// The reads gathered and not yet issued, if any (at a flush or the end of the run).
+    fn finish(&mut self) -> Option<Vec<Vec<u8>>> {
+        if self.keys.is_empty() {
+            return None;
+        }
+        Some(std::mem::replace(
+            &mut self.keys,
+            Vec::with_capacity(self.size),
+        ))
+    }
+}
+
+/// One client thread of the run phase with up to `spec.inflight` requests in flight (a
+/// multi-get is one request). It draws the same operations, keys and values as [`client`] for
+/// the same seed and thread.
 fn client_async(
     ctx: &ClientCtx<'_>,
     thread: usize,
@@ -315,6 +426,7 @@ fn client_async(
     let (mut rng, mut chooser) = client_draws(spec, thread, quota);
     let mut result = PhaseResult::empty();
     let mut window = Window::new(ctx, spec.inflight);
+    let mut batcher = ReadBatcher::new(spec.multiget);
     let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < quota {
@@ -323,35 +435,56 @@ fn client_async(
         }
         window.make_room(&mut result)?;
         let kind = draw_op(ctx, (&mut rng, &mut chooser), total, deadline, &mut key);
-        let (op, stage) = match kind {
-            OpKind::Read => (AsyncOp::Get { key: &key }, Stage::Final),
-            OpKind::Update | OpKind::Insert => {
-                fill_value(&mut rng, &spec.values, &mut value);
-                let op = AsyncOp::Put {
-                    key: &key,
-                    value: &value,
-                };
-                (op, Stage::Final)
-            }
-            OpKind::Scan => {
-                let n = scan_len(spec, &mut rng);
-                (AsyncOp::Scan { start: &key, n }, Stage::Final)
-            }
-            OpKind::ReadModifyWrite => {
-                // The read goes first; the write is submitted once the read completes.
-                fill_value(&mut rng, &spec.values, &mut value);
-                let stage = Stage::ThenWrite {
-                    key: key.clone(),
-                    value: value.clone(),
-                };
-                (AsyncOp::Get { key: &key }, stage)
-            }
-        };
-        window.submit(&mut result, kind, op, stage)?;
         i += 1;
+        let issue = batcher.push(kind, &key);
+        if let Some(keys) = issue.batch {
+            window.submit_multi_get(&mut result, &keys)?;
+            // The multi-get may have taken the room made above.
+            window.make_room(&mut result)?;
+        }
+        if issue.single {
+            let (op, stage) = async_op(spec, &mut rng, kind, &key, &mut value);
+            window.submit(&mut result, kind, op, stage)?;
+        }
+    }
+    if let Some(keys) = batcher.finish() {
+        window.make_room(&mut result)?;
+        window.submit_multi_get(&mut result, &keys)?;
     }
     window.drain(&mut result)?;
     Ok(result)
+}
+
+/// The first request of one drawn operation, and what follows its completion.
+fn async_op<'k>(
+    spec: &RunSpec,
+    rng: &mut rand::rngs::SmallRng,
+    kind: OpKind,
+    key: &'k [u8],
+    value: &'k mut Vec<u8>,
+) -> (AsyncOp<'k>, Stage) {
+    match kind {
+        OpKind::Read => (AsyncOp::Get { key }, Stage::Final),
+        OpKind::Update | OpKind::Insert => {
+            fill_value(rng, &spec.values, value);
+            let value: &'k [u8] = value;
+            (AsyncOp::Put { key, value }, Stage::Final)
+        }
+        OpKind::Scan => {
+            let n = scan_len(spec, rng);
+            (AsyncOp::Scan { start: key, n }, Stage::Final)
+        }
+        OpKind::ReadModifyWrite => {
+            // The read goes first; the write is submitted once the read completes.
+            fill_value(rng, &spec.values, value);
+            let stage = Stage::ThenWrite {
+                key: key.to_vec(),
+                value: value.clone(),
+            };
+            (AsyncOp::Get { key }, stage)
+        }
+        OpKind::MultiGet => unreachable!("workload mixes draw single operations"),
+    }
 }
 
 /// What follows a request's completion.
@@ -370,6 +503,8 @@ struct InFlight {
     start: Instant,
     /// Key and value bytes the request writes.
     bytes: u64,
+    /// Operations the request completes: its keys for a multi-get, else 1.
+    ops: u64,
     stage: Stage,
 }
 
@@ -434,6 +569,12 @@ impl<'c, 'a> Window<'c, 'a> {
         self.submit_at(result, kind, op, stage, Instant::now())
     }
 
+    /// Submits a multi-get of `keys`; the caller made room.
+    fn submit_multi_get(&mut self, result: &mut PhaseResult, keys: &[Vec<u8>]) -> Result<()> {
+        let op = AsyncOp::MultiGet { keys };
+        self.submit(result, OpKind::MultiGet, op, Stage::Final)
+    }
+
     /// Submits `op`. On `Busy` it waits for its oldest request and retries; with nothing of
     /// its own in flight (other threads filled the engine's queue) it sleeps, with backoff.
     fn submit_at(
@@ -444,11 +585,12 @@ impl<'c, 'a> Window<'c, 'a> {
         stage: Stage,
         start: Instant,
     ) -> Result<()> {
-        let bytes = match op {
+        let (bytes, ops) = match op {
             AsyncOp::Put { key, value } | AsyncOp::Write { key, value } => {
-                (key.len() + value.len()) as u64
+                ((key.len() + value.len()) as u64, 1)
             }
-            AsyncOp::Get { .. } | AsyncOp::Scan { .. } => 0,
+            AsyncOp::MultiGet { keys } => (0, keys.len() as u64),
+            AsyncOp::Get { .. } | AsyncOp::Scan { .. } => (0, 1),
         };
         let mut backoff = Duration::from_micros(20);
         let pending = loop {
@@ -470,6 +612,7 @@ impl<'c, 'a> Window<'c, 'a> {
             kind,
             start,
             bytes,
+            ops,
             stage,
         };
         if request.pending.is_ready() {
@@ -514,16 +657,23 @@ impl<'c, 'a> Window<'c, 'a> {
     }
 
     fn complete(&mut self, result: &mut PhaseResult, request: InFlight) -> Result<()> {
-        let outcome = request.pending.wait()?;
-        if let Outcome::Found(found) = outcome {
-            result.reads += 1;
-            result.found += u64::from(found);
+        match request.pending.wait()? {
+            Outcome::Found(found) => {
+                result.reads += 1;
+                result.found += u64::from(found);
+            }
+            Outcome::FoundMany { found, keys } => {
+                result.reads += keys as u64;
+                result.found += found as u64;
+            }
+            Outcome::Written | Outcome::Scanned(_) => {}
         }
         result.user_bytes_written += request.bytes;
         match request.stage {
             Stage::Final => {
-                record(result, request.kind, request.start);
-                self.ctx.shared.done_ops.fetch_add(1, Ordering::Relaxed);
+                record(result, request.kind, request.start, request.ops);
+                let done = &self.ctx.shared.done_ops;
+                done.fetch_add(request.ops, Ordering::Relaxed);
             }
             Stage::ThenWrite { key, value } => self.deferred.push_back(Deferred {
                 kind: request.kind,
@@ -569,7 +719,9 @@ fn scan_len(spec: &RunSpec, rng: &mut impl rand::Rng) -> usize {
     }
 }
 
-fn record(result: &mut PhaseResult, kind: OpKind, start: Instant) {
+/// Records one latency sample since `start` for a request that completed `ops` operations
+/// (the keys of a multi-get, else 1).
+fn record(result: &mut PhaseResult, kind: OpKind, start: Instant, ops: u64) {
     let nanos = start.elapsed().as_nanos().clamp(1, 3_600_000_000_000) as u64;
     result
         .latency
@@ -577,7 +729,11 @@ fn record(result: &mut PhaseResult, kind: OpKind, start: Instant) {
         .or_insert_with(new_histogram)
         .record(nanos)
         .expect("latency within histogram bounds");
-    result.ops += 1;
+    result.ops += ops;
+    if kind == OpKind::MultiGet {
+        result.multiget_batches += 1;
+        result.multiget_keys += ops;
+    }
 }
 
 /// Runs `body` on `spec.threads` scoped threads with a progress bar, and merges their results.
@@ -717,6 +873,7 @@ mod tests {
         most: AtomicUsize,
         busy: AtomicU64,
         submitted: AtomicU64,
+        multi_gets: AtomicU64,
         queue: Mutex<mpsc::Sender<Arc<AtomicBool>>>,
     }
 
@@ -738,6 +895,7 @@ mod tests {
                 most: AtomicUsize::new(0),
                 busy: AtomicU64::new(0),
                 submitted: AtomicU64::new(0),
+                multi_gets: AtomicU64::new(0),
                 queue: Mutex::new(tx),
             }
         }
@@ -748,6 +906,9 @@ mod tests {
             unreachable!("the async path makes no synchronous calls")
         }
         fn get(&self, _: &[u8]) -> Result<bool> {
+            unreachable!("the async path makes no synchronous calls")
+        }
+        fn multi_get(&self, _: &[Vec<u8>]) -> Result<usize> {
             unreachable!("the async path makes no synchronous calls")
         }
         fn scan(&self, _: &[u8], _: usize) -> Result<usize> {
@@ -777,6 +938,13 @@ mod tests {
             let outcome = match op {
                 AsyncOp::Put { .. } | AsyncOp::Write { .. } => Outcome::Written,
                 AsyncOp::Get { .. } => Outcome::Found(true),
+                AsyncOp::MultiGet { keys } => {
+                    self.multi_gets.fetch_add(1, Ordering::Relaxed);
+                    Outcome::FoundMany {
+                        found: keys.len(),
+                        keys: keys.len(),
+                    }
+                }
                 AsyncOp::Scan { n, .. } => Outcome::Scanned(n),
             };
             let done = Arc::new(AtomicBool::new(false));
@@ -798,6 +966,7 @@ mod tests {
             seed: 42,
             scan_length: 10,
             inflight,
+            multiget: 1,
             progress: false,
         }
     }
@@ -845,5 +1014,133 @@ mod tests {
         assert_eq!(engine.submitted.load(Ordering::Relaxed), 1000);
         assert!(engine.most.load(Ordering::Relaxed) <= 8);
         assert_eq!(l.user_bytes_written, 1000 * (16 + 100));
+    }
+
+    /// What a client issues for a stream of drawn operations: each batch as the stream
+    /// positions of its reads, each single operation as its position.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Step {
+        Batch(Vec<usize>),
+        Single(usize),
+    }
+
+    /// Runs `kinds` through a [`ReadBatcher`] of `size`; keys carry the stream positions.
+    fn batch_stream(kinds: &[OpKind], size: usize) -> Vec<Step> {
+        let position = |key: &Vec<u8>| String::from_utf8_lossy(key).parse::<usize>().unwrap();
+        let mut batcher = ReadBatcher::new(size);
+        let mut steps = Vec::new();
+        let mut key = Vec::new();
+        let batch = |keys: Option<Vec<Vec<u8>>>, steps: &mut Vec<Step>| {
+            if let Some(keys) = keys {
+                steps.push(Step::Batch(keys.iter().map(position).collect()));
+            }
+        };
+        for (i, &kind) in kinds.iter().enumerate() {
+            format_key(i as u64, 16, &mut key);
+            let issue = batcher.push(kind, &key);
+            batch(issue.batch, &mut steps);
+            if issue.single {
+                steps.push(Step::Single(i));
+            }
+        }
+        batch(batcher.finish(), &mut steps);
+        steps
+    }
+
+    #[test]
+    fn reads_are_batched_up_to_size_and_flushed_before_other_ops() {
+        use OpKind::{Insert, Read as R, ReadModifyWrite, Scan, Update};
+        let kinds = [
+            R,
+            R,
+            R,
+            R,
+            Update,
+            R,
+            Scan,
+            R,
+            R,
+            R,
+            ReadModifyWrite,
+            Insert,
+            R,
+            R,
+        ];
+        let steps = batch_stream(&kinds, 3);
+        assert_eq!(
+            steps,
+            vec![
+                Step::Batch(vec![0, 1, 2]),
+                Step::Batch(vec![3]),
+                Step::Single(4),
+                Step::Batch(vec![5]),
+                Step::Single(6),
+                Step::Batch(vec![7, 8, 9]),
+                Step::Single(10),
+                Step::Single(11),
+                Step::Batch(vec![12, 13]),
+            ]
+        );
+        // Size 1 is the unbatched client: every operation on its own.
+        let singles: Vec<Step> = (0..kinds.len()).map(Step::Single).collect();
+        assert_eq!(batch_stream(&kinds, 1), singles);
+    }
+
+    #[test]
+    fn batching_keeps_every_op_once_in_drawn_order() {
+        let mut rng = thread_rng(11, 0);
+        for size in [2, 5, 16] {
+            let mix = Workload::Ycsb(0).mix(0.0);
+            let kinds: Vec<OpKind> = (0..2000).map(|_| mix.pick(&mut rng)).collect();
+            let steps = batch_stream(&kinds, size);
+            let mut order = Vec::new();
+            for (n, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Single(i) => {
+                        assert_ne!(kinds[*i], OpKind::Read, "reads are batched");
+                        order.push(*i);
+                    }
+                    Step::Batch(reads) => {
+                        assert!((1..=size).contains(&reads.len()));
+                        assert!(reads.iter().all(|&i| kinds[i] == OpKind::Read));
+                        // A short batch was flushed by the next op, or by the end of the run.
+                        let next_is_single = matches!(steps.get(n + 1), Some(Step::Single(_)));
+                        assert!(reads.len() == size || next_is_single || n + 1 == steps.len());
+                        order.extend(reads);
+                    }
+                }
+            }
+            assert_eq!(order, (0..kinds.len()).collect::<Vec<_>>(), "size {size}");
+        }
+    }
+
+    #[test]
+    fn async_multi_gets_count_keys_as_ops_and_one_latency_sample_each() {
+        let engine = FakeEngine::new(1000);
+        let mut s = spec(Workload::ReadRandom, 1, 4);
+        s.multiget = 16;
+        let r = run(&engine, &s).unwrap();
+        // 600 reads: 37 multi-gets of 16 and a last one of 8.
+        assert_eq!(r.ops, 600);
+        assert_eq!((r.reads, r.found), (600, 600));
+        assert_eq!(engine.multi_gets.load(Ordering::Relaxed), 38);
+        assert_eq!(engine.submitted.load(Ordering::Relaxed), 38);
+        assert_eq!(r.latency[&OpKind::MultiGet].len(), 38);
+        assert!(!r.latency.contains_key(&OpKind::Read));
+        assert_eq!((r.multiget_batches, r.multiget_keys), (38, 600));
+
+        // YCSB-A: updates go on their own between the batches of reads.
+        let engine = FakeEngine::new(1000);
+        let mut s = spec(Workload::Ycsb(0), 2, 4);
+        s.multiget = 8;
+        let r = run(&engine, &s).unwrap();
+        let updates = r.latency[&OpKind::Update].len();
+        assert_eq!(r.ops, 600);
+        assert_eq!(r.multiget_keys + updates, 600);
+        assert_eq!(r.reads, r.multiget_keys);
+        let batches = engine.multi_gets.load(Ordering::Relaxed);
+        assert_eq!(r.multiget_batches, batches);
+        assert_eq!(engine.submitted.load(Ordering::Relaxed), batches + updates);
+        assert!(r.keys_per_multiget().unwrap() > 1.0);
     }
 }

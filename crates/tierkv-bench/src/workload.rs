@@ -136,16 +136,20 @@ pub enum OpKind {
     Scan,
     /// Read, then write the same key.
     ReadModifyWrite,
+    /// Point reads issued together as one multi-get (`--multiget N`); never drawn by a mix,
+    /// the client forms it from consecutive reads. Its latency is one sample per multi-get.
+    MultiGet,
 }
 
 impl OpKind {
     /// Every kind, in report order.
-    pub const ALL: [OpKind; 5] = [
+    pub const ALL: [OpKind; 6] = [
         OpKind::Read,
         OpKind::Update,
         OpKind::Insert,
         OpKind::Scan,
         OpKind::ReadModifyWrite,
+        OpKind::MultiGet,
     ];
 
     /// Name used in reports and JSON.
@@ -156,6 +160,7 @@ impl OpKind {
             OpKind::Insert => "insert",
             OpKind::Scan => "scan",
             OpKind::ReadModifyWrite => "rmw",
+            OpKind::MultiGet => "mget",
         }
     }
 }

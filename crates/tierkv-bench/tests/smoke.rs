@@ -27,10 +27,20 @@ fn bench(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn every_workload_runs_and_reports() {
+    for multiget in ["1", "8"] {
+        every_workload_runs_and_reports_with(multiget);
+    }
+}
+
+/// Every workload with `--multiget N`; the multi-get figures are checked by
+/// `multiget_batches_point_reads_and_reports_per_batch_latency`.
+fn every_workload_runs_and_reports_with(multiget: &str) {
     let dir = tempfile::tempdir().unwrap();
     for w in WORKLOADS {
         let json = dir.path().join(format!("{w}.json"));
         let out = bench(&[
+            "--multiget",
+            multiget,
             "--workload",
             w,
             "--records",
@@ -53,12 +63,13 @@ fn every_workload_runs_and_reports() {
         ]);
         assert!(
             out.status.success(),
-            "{w}: {}",
+            "{w} --multiget {multiget}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert_eq!(report["workload"], w);
+        assert_eq!(report["multiget"].to_string(), multiget, "{w}");
         assert_eq!(report["engine"], "tierkv");
         assert_eq!(report["ops"], 2000, "{w}");
         assert!(report["throughput_ops_per_sec"].as_f64().unwrap() > 0.0);
@@ -127,6 +138,7 @@ fn invalid_arguments_are_clear_errors_not_panics() {
         (vec!["--engine", "tierkv:group+parallel"], "two WAL modes"),
         (vec!["--engine", "tierkv:pl+lad1"], "two placements"),
         (vec!["--inflight", "0"], "--inflight"),
+        (vec!["--multiget", "0"], "--multiget"),
         (vec!["--key-size", "4"], "--key-size"),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -387,4 +399,140 @@ fn rocksdb_rejects_wal_profiles() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("tierkv profiles"), "{stderr}");
+}
+
+/// Checks a report of a `--multiget` run: reads went through multi-gets of at most `n` keys,
+/// one `mget` latency sample each, and ops count keys.
+fn check_multiget_report(report: &serde_json::Value, n: u64, ops: u64) {
+    let w = &report["workload"];
+    assert_eq!(report["multiget"], n, "{w}");
+    assert_eq!(report["ops"], ops, "{w}");
+    let batches = report["multiget_batches"].as_u64().unwrap();
+    assert!(batches > 0, "{w}: {report}");
+    let latency = &report["latency_us"];
+    assert_eq!(latency["mget"]["count"], batches, "{w}");
+    assert!(latency["read"].is_null(), "{w}: no read is issued alone");
+    let per_batch = report["multiget_keys_per_batch"].as_f64().unwrap();
+    assert!(per_batch > 1.0 && per_batch <= n as f64, "{w}: {per_batch}");
+    let note = report["multiget_latency_note"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("per multi-get of up to {n} keys")),
+        "{w}"
+    );
+}
+
+#[test]
+fn multiget_batches_point_reads_and_reports_per_batch_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    // Synchronous multi_get, then submit_multi_get with 4 in flight.
+    for (w, inflight) in [
+        ("readrandom", "1"),
+        ("ycsb-a", "1"),
+        ("ycsb-f", "1"),
+        ("readrandom", "4"),
+        ("ycsb-a", "4"),
+        ("ycsb-f", "4"),
+    ] {
+        let json = dir.path().join(format!("{w}-{inflight}-mget.json"));
+        let out = bench(&[
+            "--workload",
+            w,
+            "--multiget",
+            "8",
+            "--inflight",
+            inflight,
+            "--records",
+            "1500",
+            "--ops",
+            "1500",
+            "--threads",
+            "2",
+            "--distribution",
+            "zipfian",
+            "--value-size",
+            "200",
+            "--write-buffer-size",
+            "262144",
+            "--quiet",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{w}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("multiget 8"), "{stdout}");
+        assert!(
+            stdout.contains("NOTE: mget latencies are per multi-get"),
+            "{stdout}"
+        );
+        let report = read_json(&json);
+        check_multiget_report(&report, 8, 1500);
+        let found = &report["reads_found"];
+        if w == "readrandom" {
+            assert_eq!(found["attempted"], 1500, "{w}");
+            assert_eq!(found["found"], 1500, "{w}: every loaded key is found");
+        } else {
+            // Updates and read-modify-writes are issued alone, between the batches.
+            let single = ["update", "rmw"]
+                .iter()
+                .filter_map(|k| report["latency_us"][k]["count"].as_u64())
+                .sum::<u64>();
+            assert!(single > 0, "{w}: {report}");
+        }
+        if inflight == "4" {
+            assert!(report["async_requests"].as_u64().unwrap() > 0, "{w}");
+        } else {
+            assert_eq!(report["async_requests"], 0, "{w}");
+        }
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_and_tierkv_multiget_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mget.json");
+    let out = bench(&[
+        "--compare",
+        "rocksdb,tierkv",
+        "--workload",
+        "readrandom",
+        "--multiget",
+        "8",
+        "--records",
+        "2000",
+        "--ops",
+        "2000",
+        "--threads",
+        "2",
+        "--write-buffer-size",
+        "262144",
+        "--quiet",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("count each multi-get as one sample"),
+        "{stdout}"
+    );
+    let report = read_json(&json);
+    for r in report.as_array().unwrap() {
+        check_multiget_report(r, 8, 2000);
+        let found = &r["reads_found"];
+        assert_eq!(found["found"], 2000, "{r}");
+        assert_eq!(found["attempted"], 2000, "{r}");
+    }
 }
