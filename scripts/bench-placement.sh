@@ -4,7 +4,10 @@
 # automatic placement, side by side per workload; then ycsb-b against RocksDB (db_paths
 # placement). The database is 5x the lab's memory (LAB_MEM, default 512M here so a run takes
 # minutes, not hours; engines get 16 MiB memtables and a 32 MiB block cache to fit in it).
-# JSON reports go to $OUT.
+# The fast tier has a budget (FAST_CAP, default 1G: about 40% of the database), as a small
+# Optane drive would, so "everything on the fast tier" is not one of the choices; tierkv spills
+# tables to the capacity tier once it is full and RocksDB's fast db_path target is capped at
+# it. A last block compares multi-gets of 16 keys (ycsb-c, reads only). JSON reports go to $OUT.
 #
 #   sudo scripts/bench-placement.sh             # full size
 #   sudo SCALE=0.2 scripts/bench-placement.sh   # quicker
@@ -17,6 +20,7 @@ MEM_BYTES=$(numfmt --from=iec "$LAB_MEM")
 # 1 KiB values + 16 B keys: the database is 5x the lab's memory (page cache included).
 RECORDS=$(python3 -c "print(int(5 * $MEM_BYTES / 1040 * $SCALE))")
 OPS=$(python3 -c "print(int(200000 * $SCALE))")
+FAST_CAP=${FAST_CAP:-1G}
 mkdir -p "$OUT"
 cargo build --release -p tierkv-bench --features rocksdb
 BENCH=$PWD/target/release/tierkv-bench
@@ -24,7 +28,7 @@ OUT_ABS=$(cd "$OUT" && pwd)
 
 scripts/lab.sh -- bash -c "
 set -euo pipefail
-common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4 --write-buffer-size 16777216 --block-cache 33554432\"
+common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4 --write-buffer-size 16777216 --block-cache 33554432 --tier-capacity fast=$FAST_CAP\"
 placements=tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto
 $BENCH --compare \$placements --workload fillrandom --records $OPS \$common --json $OUT_ABS/fig8-write.json
 $BENCH --compare \$placements --workload ycsb-a --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-a.json
@@ -32,4 +36,6 @@ $BENCH --compare \$placements --workload ycsb-b --records $RECORDS --ops $OPS \$
 $BENCH --compare rocksdb:lad2,tierkv:auto --workload ycsb-b --records $RECORDS --ops $OPS \$common --json $OUT_ABS/ycsb-b-vs-rocksdb.json
 # SpanDB Fig. 9: phases of 50% reads, all writes, 95% reads; the longest write stall shows as max latency.
 $BENCH --compare rocksdb:lad2,tierkv:auto --workload multiphase --records $RECORDS --ops $((3 * OPS)) \$common --json $OUT_ABS/fig9-multiphase.json
+# Batched point reads: 16 keys per multi-get (RocksDB: batched_multi_get_cf).
+$BENCH --compare rocksdb:lad2,tierkv:auto --workload ycsb-c --multiget 16 --records $RECORDS --ops $OPS \$common --json $OUT_ABS/multiget-ycsb-c.json
 " 2>&1 | tee "$OUT_ABS/log.txt"

@@ -155,6 +155,8 @@ pub struct TierDir {
     pub name: String,
     /// Directory the engine may use (created fresh per engine).
     pub dir: PathBuf,
+    /// Byte budget (`--tier-capacity`); `None` is unlimited.
+    pub capacity: Option<u64>,
 }
 
 /// Settings shared by every engine in a run.
@@ -353,7 +355,8 @@ mod tierkv_engine {
                 .target_file_size(cfg.target_file_size)
                 .max_bytes_for_level_base(cfg.max_bytes_for_level_base);
             for t in &cfg.tiers {
-                b = b.tier(TierConfig::new(&t.name, &t.dir));
+                let tier = TierConfig::new(&t.name, &t.dir);
+                b = b.tier(tier.with_capacity(t.capacity.unwrap_or(u64::MAX)));
             }
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
@@ -573,8 +576,14 @@ mod rocks {
         _cache: Cache,
     }
 
-    /// Bytes RocksDB's path selection budgets for levels `0..n` (it sizes L0 like L1).
+    /// The fast db_path's target: the sizes of its levels, at most the tier's capacity.
     fn fast_path_target(cfg: &EngineConfig, n: usize) -> u64 {
+        let cap = cfg.tiers[0].capacity.unwrap_or(u64::MAX);
+        levels_target(cfg, n).min(cap)
+    }
+
+    /// Bytes RocksDB's path selection budgets for levels `0..n` (it sizes L0 like L1).
+    fn levels_target(cfg: &EngineConfig, n: usize) -> u64 {
         let mut total = 0;
         let mut level_size = cfg.max_bytes_for_level_base;
         for level in 0..n {

@@ -39,6 +39,11 @@ struct Args {
     /// A tier as NAME=DIR, fastest first (repeatable); default: fast and capacity under --dir.
     #[arg(long = "tier", value_name = "NAME=DIR")]
     tiers: Vec<String>,
+    /// A tier's byte budget, NAME=SIZE (e.g. fast=1G; K/M/G suffixes are powers of 1024):
+    /// tierkv places tables elsewhere once the tier is full; RocksDB's fast db_path target is
+    /// capped at it.
+    #[arg(long = "tier-capacity", value_name = "NAME=SIZE")]
+    tier_capacities: Vec<String>,
     /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
     #[arg(long = "device", value_name = "NAME=DEV")]
     devices: Vec<String>,
@@ -148,6 +153,21 @@ struct Args {
     verbose: bool,
 }
 
+/// A byte count: digits with an optional K, M or G (powers of 1024).
+fn parse_size(text: &str) -> Result<u64> {
+    let (digits, shift) = match text.as_bytes().last() {
+        Some(b'K' | b'k') => (&text[..text.len() - 1], 10),
+        Some(b'M' | b'm') => (&text[..text.len() - 1], 20),
+        Some(b'G' | b'g') => (&text[..text.len() - 1], 30),
+        _ => (text, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("{text:?}: expected a size like 1073741824 or 1G"))?;
+    n.checked_mul(1 << shift)
+        .with_context(|| format!("{text:?}: size too large"))
+}
+
 fn parse_pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>> {
     items
         .iter()
@@ -218,12 +238,13 @@ impl Args {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
-        let tiers = if self.tiers.is_empty() {
+        let mut tiers: Vec<TierDir> = if self.tiers.is_empty() {
             ["fast", "capacity"]
                 .iter()
                 .map(|n| TierDir {
                     name: n.to_string(),
                     dir: self.dir.join(&safe).join(n),
+                    capacity: None,
                 })
                 .collect()
         } else {
@@ -232,9 +253,17 @@ impl Args {
                 .map(|(name, dir)| TierDir {
                     name,
                     dir: PathBuf::from(dir).join(&safe),
+                    capacity: None,
                 })
                 .collect()
         };
+        for (name, size) in parse_pairs(&self.tier_capacities, "tier-capacity")? {
+            let tier = tiers
+                .iter_mut()
+                .find(|t| t.name == name)
+                .with_context(|| format!("--tier-capacity {name}=...: no tier named {name:?}"))?;
+            tier.capacity = Some(parse_size(&size)?);
+        }
         Ok(EngineConfig {
             tiers,
             sync: self.sync,
@@ -391,4 +420,20 @@ fn run(args: &Args) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("3K").unwrap(), 3 << 10);
+        assert_eq!(parse_size("512m").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        for bad in ["", "G", "1T", "-1", "1.5G", "99999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }
