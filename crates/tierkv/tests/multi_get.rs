@@ -1369,11 +1369,7 @@ fn submit_multi_get_under_concurrent_writes() {
 /// A multi-get reads one view: a batch that wrote two keys together is seen whole or not at
 /// all (the documented contract of `multi_get` without a snapshot: "read from one consistent
 /// view ... as of the call"), through `multi_get` and `submit_multi_get` alike.
-///
-/// Ignored: the loop over `get` takes a new view per key, so about one batch in ten is torn
-/// (see /tmp/bugs/mg-tests.md). Run with `--ignored`; un-ignore once multi-get reads one view.
 #[test]
-#[ignore = "engine bug: multi_get as a loop over get reads each key at its own view"]
 fn multi_get_sees_one_view_of_concurrent_batches() {
     within("one view", TEST_LIMIT, || {
         let storage = Storage::memory(8);
