@@ -209,6 +209,8 @@ pub struct AutoPlace {
     last_move: Instant,
     last_was_down: bool,
     down_backoff: u32,
+    /// Space used at the last move up for space: another waits until usage grows past it.
+    space_at_last_space_move: Option<u64>,
     history: VecDeque<Decision>,
     moves: u64,
     file_counters: Vec<u64>,
@@ -227,6 +229,7 @@ impl AutoPlace {
             last_move: now,
             last_was_down: false,
             down_backoff: 1,
+            space_at_last_space_move: None,
             history: VecDeque::new(),
             moves: 0,
         }
@@ -340,8 +343,17 @@ impl AutoPlace {
     }
 
     /// The reason to move up, if any.
+    ///
+    /// NB: a move up does not free space, it only sends later tables elsewhere; migration
+    /// frees it. So once the pointer moved up for space, it moves up for space again only if
+    /// usage still grows (tables keep arriving); a full but steady tier is left to migration.
+    /// (Stepping on each second of a full tier walked the pointer from L5 to L1 and back while
+    /// migration caught up, and the churn cost a read-heavy run a tenth of its throughput.)
     fn up_reason(&self, r: &Reading) -> Option<Reason> {
-        if r.space_share() > self.config.space_high {
+        let still_filling = self
+            .space_at_last_space_move
+            .is_none_or(|last| r.space_used > last);
+        if r.space_share() > self.config.space_high && still_filling {
             Some(Reason::SpaceHigh)
         } else if r.utilisation > self.config.bw_high {
             Some(Reason::BandwidthHigh)
@@ -367,6 +379,7 @@ impl AutoPlace {
     ) -> Option<Decision> {
         let down = position > self.position;
         self.update_backoff(down, reason);
+        self.space_at_last_space_move = (reason == Reason::SpaceHigh).then_some(r.space_used);
         let decision = Decision {
             at: now,
             from: self.pointer(),
@@ -523,6 +536,29 @@ mod tests {
         let d = c.step(reading(0.1, 9 * GIB + 1), sec(t0, 32)).unwrap();
         assert_eq!((d.from, d.reason), (at, Reason::SpaceHigh));
         assert_ne!(c.pointer(), at);
+    }
+
+    #[test]
+    fn a_full_but_steady_fast_tier_moves_the_pointer_once() {
+        let (c, t0) = ctl(6);
+        let mut c = c.with_pointer(Pointer {
+            level: 4,
+            fraction: 0.0,
+        });
+        let full = 9 * GIB + GIB / 2;
+        let d = c.step(reading(0.0, full), sec(t0, 1)).unwrap();
+        assert_eq!(d.reason, Reason::SpaceHigh);
+        let after = c.pointer();
+        for s in 2..20 {
+            assert!(c.step(reading(0.0, full), sec(t0, s)).is_none(), "second {s}");
+        }
+        assert_eq!(c.pointer(), after);
+        // Tables still arriving: another step up.
+        let d = c.step(reading(0.0, full + GIB / 4), sec(t0, 21)).unwrap();
+        assert_eq!(d.reason, Reason::SpaceHigh);
+        // Migration freed space below the watermark: down moves resume.
+        let d = c.step(reading(0.0, 5 * GIB), sec(t0, 22)).unwrap();
+        assert_eq!(d.reason, Reason::BandwidthLow);
     }
 
     #[test]
