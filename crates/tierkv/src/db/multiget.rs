@@ -8,12 +8,10 @@
 //! key either finds its entry or goes on to its next table in the following round. A batch of
 //! keys thus costs about one device round trip per table depth, not one per key.
 
-use super::read::ReadView;
 use super::DbInner;
 use crate::env::{read_batch, ReadRequest};
 use crate::error::Result;
 use crate::key::{self, ValueKind};
-use crate::memtable::Lookup;
 use crate::options::ReadOptions;
 use crate::sst::{Block, BlockHandle, Entry, Probe, ReadTrace, Table};
 use crate::stats::Counters;
@@ -37,8 +35,6 @@ struct KeySearch {
 /// A key waiting for the data block `block` of the round's reads.
 struct Waiting {
     search: KeySearch,
-    table: Arc<Table>,
-    handle: BlockHandle,
     block: usize,
 }
 
@@ -78,21 +74,6 @@ impl DbInner {
         Ok(out)
     }
 
-    /// The memtables' answer for `user_key`: `Some(value or None for a delete)`, or `None`
-    /// if no memtable has it.
-    fn memtable_lookup(&self, view: &ReadView, user_key: &[u8]) -> Option<Option<Vec<u8>>> {
-        for mem in &view.mems {
-            let answer = match mem.get(user_key, view.seq) {
-                Lookup::Value(v) => Some(v),
-                Lookup::Deleted => None,
-                Lookup::Absent => continue,
-            };
-            Counters::add(&self.counters.reads_memtable, 1);
-            return Some(answer);
-        }
-        None
-    }
-
     /// One round: advance every key to the data block it needs, read those blocks together,
     /// settle the keys they answer. Returns the keys still searching.
     fn multi_get_round(
@@ -113,20 +94,14 @@ impl DbInner {
                 blocks.push((Arc::clone(&table), handle));
                 blocks.len() - 1
             });
-            waiting.push(Waiting {
-                search,
-                table,
-                handle,
-                block,
-            });
+            waiting.push(Waiting { search, block });
         }
         let decoded = self.read_blocks(&blocks, fill_cache, &mut waiting)?;
         let mut next_round = Vec::new();
         for w in waiting {
             let mut search = w.search;
-            let found = w
-                .table
-                .search_block(&decoded[w.block], w.handle, &search.lookup)?;
+            let (table, handle) = &blocks[w.block];
+            let found = table.search_block(&decoded[w.block], *handle, &search.lookup)?;
             match found {
                 Some(entry) => self.settle(search, Some(entry), out),
                 None => {

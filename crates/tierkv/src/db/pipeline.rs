@@ -25,7 +25,7 @@ use super::DbInner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::handle::{self, Completer, Handle, ScanEntries};
-use crate::memtable::{Lookup, MemTable};
+use crate::memtable::MemTable;
 use crate::options::{Durability, ReadOptions};
 use crate::stats::Counters;
 use crate::wal::parallel::{self, ActiveGroup, AlignedBuf, ParallelWal, PAGE};
@@ -335,21 +335,13 @@ impl DbInner {
         key: &[u8],
     ) -> Result<Handle<Option<Vec<u8>>>> {
         let view = self.read_view(opts);
-        for mem in &view.mems {
-            let found = match mem.get(key, view.seq) {
-                Lookup::Value(v) => Some(Some(v)),
-                Lookup::Deleted => Some(None),
-                Lookup::Absent => None,
-            };
-            if let Some(value) = found {
-                // NB: a miss is counted as foreground work by `reserve_request` below.
-                self.pipeline.note_foreground();
-                let c = &self.counters;
-                Counters::add(&c.lucky_reads, 1);
-                Counters::add(&c.gets, 1);
-                Counters::add(&c.reads_memtable, 1);
-                return Ok(Handle::ready(Ok(value)));
-            }
+        if let Some(value) = self.memtable_lookup(&view, key) {
+            // NB: a miss is counted as foreground work by `reserve_request` below.
+            self.pipeline.note_foreground();
+            let c = &self.counters;
+            Counters::add(&c.lucky_reads, 1);
+            Counters::add(&c.gets, 1);
+            return Ok(Handle::ready(Ok(value)));
         }
         drop(view);
         self.reserve_request()?;

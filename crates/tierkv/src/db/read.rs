@@ -42,18 +42,8 @@ impl DbInner {
         let c = &self.counters;
         Counters::add(&c.gets, 1);
         let view = self.read_view(opts);
-        for mem in &view.mems {
-            match mem.get(user_key, view.seq) {
-                Lookup::Value(v) => {
-                    Counters::add(&c.reads_memtable, 1);
-                    return Ok(Some(v));
-                }
-                Lookup::Deleted => {
-                    Counters::add(&c.reads_memtable, 1);
-                    return Ok(None);
-                }
-                Lookup::Absent => {}
-            }
+        if let Some(value) = self.memtable_lookup(&view, user_key) {
+            return Ok(value);
         }
         let lookup = key::internal_key(user_key, view.seq, key::LOOKUP_KIND);
         for (level, file) in view.version.files_for_key(user_key) {
@@ -72,6 +62,25 @@ impl DbInner {
         }
         Counters::add(&c.reads_not_found, 1);
         Ok(None)
+    }
+
+    /// The memtables' answer for `user_key`: `Some(value or None for a delete)`, or `None`
+    /// if no memtable has it.
+    pub(super) fn memtable_lookup(
+        &self,
+        view: &ReadView,
+        user_key: &[u8],
+    ) -> Option<Option<Vec<u8>>> {
+        for mem in &view.mems {
+            let answer = match mem.get(user_key, view.seq) {
+                Lookup::Value(v) => Some(v),
+                Lookup::Deleted => None,
+                Lookup::Absent => continue,
+            };
+            Counters::add(&self.counters.reads_memtable, 1);
+            return Some(answer);
+        }
+        None
     }
 
     /// Up to `limit` entries from `start` (or the lower bound, if later), in key order.

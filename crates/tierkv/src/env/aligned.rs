@@ -3,6 +3,15 @@
 /// Alignment of `O_DIRECT` buffers, offsets and lengths.
 pub const ALIGN: usize = 4096;
 
+/// The whole [`ALIGN`]ed pages around `len` bytes at `offset`: (first page's offset, bytes of
+/// the pages, where the wanted bytes start in them).
+pub fn aligned_span(offset: u64, len: usize) -> (u64, usize, usize) {
+    let align = ALIGN as u64;
+    let start = offset / align * align;
+    let end = (offset + len as u64).div_ceil(align) * align;
+    (start, (end - start) as usize, (offset - start) as usize)
+}
+
 /// A heap buffer aligned for `O_DIRECT` (4 KiB), zero-filled.
 pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,

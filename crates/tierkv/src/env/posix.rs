@@ -8,7 +8,7 @@
 //! - Every error is [`Error::Io`] naming the operation and the path; the `io::Error` is passed on
 //!   untouched, so `ENOSPC` keeps its kind `StorageFull` and its raw errno.
 
-use super::aligned::ALIGN;
+use super::aligned::{aligned_span, ALIGN};
 use super::{AlignedBuf, FileLock, Fs, IoTarget, PositionalFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -428,12 +428,10 @@ struct PosixDirectRead {
 
 impl RandomAccessFile for PosixDirectRead {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let align = ALIGN as u64;
-        let start = offset / align * align;
-        let end = (offset + buf.len() as u64).div_ceil(align) * align;
-        let mut page = AlignedBuf::zeroed((end - start) as usize);
+        let (start, span, at) = aligned_span(offset, buf.len());
+        let mut page = AlignedBuf::zeroed(span);
         let mut got = 0usize;
-        let want = (offset - start) as usize + buf.len();
+        let want = at + buf.len();
         while got < want {
             let dst = &mut page.as_mut_slice()[got..];
             match self.file.read_at(dst, start + got as u64) {
@@ -447,7 +445,6 @@ impl RandomAccessFile for PosixDirectRead {
             let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file");
             return Err(Error::io("read", &self.path, eof));
         }
-        let at = (offset - start) as usize;
         buf.copy_from_slice(&page.as_slice()[at..at + buf.len()]);
         Ok(())
     }

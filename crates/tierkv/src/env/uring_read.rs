@@ -16,7 +16,7 @@
 //! read is reaped before its buffer is dropped; where reaping fails (a ring error that cannot
 //! be retried) the buffers and the ring are leaked instead.
 
-use super::aligned::{AlignedBuf, ALIGN};
+use super::aligned::{aligned_span, AlignedBuf};
 use super::RandomAccessFile;
 use crate::error::Result;
 use io_uring::{opcode, types, IoUring};
@@ -102,11 +102,7 @@ impl Dest {
         if !target.direct {
             return (Dest::Plain(vec![0u8; len]), offset, len);
         }
-        let align = ALIGN as u64;
-        let start = offset / align * align;
-        let end = (offset + len as u64).div_ceil(align) * align;
-        let span = (end - start) as usize;
-        let skip = (offset - start) as usize;
+        let (start, span, skip) = aligned_span(offset, len);
         let dest = Dest::Aligned {
             buf: AlignedBuf::zeroed(span),
             skip,
