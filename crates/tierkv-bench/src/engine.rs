@@ -224,7 +224,7 @@ pub enum WalChoice {
 }
 
 /// A parsed profile: placement and, for tierkv, the WAL mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Profile {
     /// Levels on the fast tier (the starting point with `auto`).
     pub levels_on_fast: usize,
@@ -232,15 +232,61 @@ pub struct Profile {
     pub auto: bool,
     /// WAL mode, if named.
     pub wal: Option<WalChoice>,
+    /// Automatic placement thresholds named by the profile (engine defaults otherwise).
+    pub tuning: AutoTuning,
 }
 
-/// Parses a profile: `+`-joined parts, at most one placement (`pl`, `lad0`..`lad7`; default
-/// `lad2`) and at most one WAL mode (`group`, `parallel`); empty means the defaults.
+/// `placement = auto` thresholds a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
+/// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AutoTuning {
+    pub bw_low: Option<f64>,
+    pub bw_high: Option<f64>,
+    pub space_high: Option<f64>,
+    pub space_target: Option<f64>,
+}
+
+impl AutoTuning {
+    fn is_empty(&self) -> bool {
+        *self == AutoTuning::default()
+    }
+
+    /// Sets the threshold `name` (`bwl`, `bwh`, `sph` or `spt`) from a profile part.
+    fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let slot = match name {
+            "bwl" => &mut self.bw_low,
+            "bwh" => &mut self.bw_high,
+            "sph" => &mut self.space_high,
+            "spt" => &mut self.space_target,
+            _ => bail!(
+                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph or spt \
+                 (e.g. auto+bwl=0.3+bwh=0.7)"
+            ),
+        };
+        if slot.is_some() {
+            bail!("threshold {name} given twice");
+        }
+        let v: f64 = value
+            .parse()
+            .with_context(|| format!("threshold {name}={value}: expected a number like 0.5"))?;
+        *slot = Some(v);
+        Ok(())
+    }
+}
+
+/// Parses a profile: `+`-joined parts, at most one placement (`pl`, `lad0`..`lad7`, `auto`;
+/// default `lad2`), at most one WAL mode (`group`, `parallel`) and, with `auto`, thresholds
+/// (`bwl=0.3`, see [`AutoTuning`]); empty means the defaults.
 pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut levels = None;
     let mut wal = None;
     let mut auto = false;
+    let mut tuning = AutoTuning::default();
     for part in profile.split('+').filter(|p| !p.is_empty()) {
+        if let Some((name, value)) = part.split_once('=') {
+            tuning.set(name, value)?;
+            continue;
+        }
         let (is_wal, value) = match part {
             "group" => (true, Some(WalChoice::Group)),
             "parallel" => (true, Some(WalChoice::Parallel)),
@@ -273,10 +319,14 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         }
         levels = Some(n);
     }
+    if !auto && !tuning.is_empty() {
+        bail!("profile {profile:?} sets automatic placement thresholds without auto");
+    }
     Ok(Profile {
         levels_on_fast: levels.unwrap_or(2),
         auto,
         wal,
+        tuning,
     })
 }
 
@@ -381,6 +431,19 @@ mod tierkv_engine {
             }
             if let Some(n) = x.max_pending_requests {
                 b = b.max_pending_requests(n);
+            }
+            let t = &profile.tuning;
+            if let Some(v) = t.bw_low {
+                b = b.auto_bw_low(v);
+            }
+            if let Some(v) = t.bw_high {
+                b = b.auto_bw_high(v);
+            }
+            if let Some(v) = t.space_high {
+                b = b.auto_space_high(v);
+            }
+            if let Some(v) = t.space_target {
+                b = b.auto_space_target(v);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -802,7 +865,8 @@ mod tests {
             Profile {
                 levels_on_fast: 2,
                 auto: false,
-                wal: None
+                wal: None,
+                tuning: AutoTuning::default(),
             }
         );
         assert_eq!(p("pl").levels_on_fast, 0);
@@ -814,7 +878,8 @@ mod tests {
             Profile {
                 levels_on_fast: 0,
                 auto: false,
-                wal: Some(WalChoice::Parallel)
+                wal: Some(WalChoice::Parallel),
+                tuning: AutoTuning::default(),
             }
         );
         assert_eq!(
@@ -822,11 +887,30 @@ mod tests {
             Profile {
                 levels_on_fast: 1,
                 auto: false,
-                wal: Some(WalChoice::Group)
+                wal: Some(WalChoice::Group),
+                tuning: AutoTuning::default(),
             }
         );
         assert!(p("auto").auto);
         assert!(p("auto+parallel").auto);
+        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85");
+        assert_eq!(
+            tuned.tuning,
+            AutoTuning {
+                bw_low: Some(0.3),
+                bw_high: Some(0.7),
+                space_high: Some(0.95),
+                space_target: Some(0.85),
+            }
+        );
+        for bad in [
+            "lad2+bwl=0.3",
+            "auto+bwl=0.3+bwl=0.4",
+            "auto+bwx=0.3",
+            "auto+bwl=fast",
+        ] {
+            assert!(parse_profile(bad).is_err(), "{bad}");
+        }
         for bad in [
             "lad8",
             "fast",

@@ -33,6 +33,11 @@ struct Args {
     /// first, e.g. `rocksdb,tierkv`.
     #[arg(long)]
     compare: Option<String>,
+    /// Run the --compare list this many times, each round starting one engine later (A,B,C
+    /// then B,C,A ...), so that no engine always runs first on a machine that favours the first
+    /// run; prints each round, then each engine's median over the rounds.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// Root under which each engine's tier directories are made (<dir>/<engine>/<tier>).
     #[arg(long, default_value = "./tierkv-bench-data")]
     dir: PathBuf,
@@ -403,12 +408,30 @@ fn run(args: &Args) -> Result<()> {
     if engines.is_empty() {
         bail!("--compare needs at least one engine");
     }
-    let mut records = Vec::new();
-    for e in &engines {
-        records.push(bench_engine(args, &spec, e).with_context(|| format!("engine {e}"))?);
+    if args.rounds == 0 || args.rounds > 100 {
+        bail!("--rounds {} is out of range: accepted 1..=100", args.rounds);
     }
-    if engines.len() > 1 {
-        report::print_comparison(&records);
+    let mut records = Vec::new();
+    for round in 0..args.rounds {
+        let mut this_round = Vec::new();
+        for i in 0..engines.len() {
+            // Round r runs the list rotated by r; the comparison keeps the list's order.
+            let index = (i + round) % engines.len();
+            let e = &engines[index];
+            let mut record = bench_engine(args, &spec, e).with_context(|| format!("engine {e}"))?;
+            record["round"] = round.into();
+            record["position_in_round"] = i.into();
+            this_round.push((index, record));
+        }
+        this_round.sort_by_key(|(index, _)| *index);
+        let this_round: Vec<_> = this_round.into_iter().map(|(_, r)| r).collect();
+        if engines.len() > 1 {
+            report::print_comparison(&this_round);
+        }
+        records.extend(this_round);
+    }
+    if args.rounds > 1 {
+        report::print_rounds_summary(&engines, &records);
     }
     if let Some(path) = &args.json {
         let value = if records.len() == 1 {

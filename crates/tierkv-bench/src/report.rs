@@ -325,7 +325,7 @@ pub fn print_comparison(records: &[Value]) {
         base["engine"].as_str().unwrap_or("?")
     );
     println!(
-        "  {:<22} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "  {:<34} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
         "engine",
         "inflight",
         "multiget",
@@ -358,7 +358,7 @@ pub fn print_comparison(records: &[Value]) {
             .as_f64()
             .map_or("-".into(), |v| format!("{v:.2}"));
         println!(
-            "  {:<22} {:>8} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>9} {:>9}",
+            "  {:<34} {:>8} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>9} {:>9}",
             r["engine"].as_str().unwrap_or("?"),
             inflight,
             r["multiget"].as_u64().unwrap_or(1),
@@ -382,5 +382,77 @@ pub fn print_comparison(records: &[Value]) {
     let multiget = base["multiget"].as_u64().unwrap_or(1) as usize;
     if let Some(note) = multiget_latency_note(multiget) {
         println!("  {note}; x p50 and x p99 count each multi-get as one sample");
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` if empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    })
+}
+
+/// After `--rounds N`: each engine's median throughput and p99 over the rounds, the spread of
+/// its throughput, and the medians' ratios against the first engine of the list.
+pub fn print_rounds_summary(engines: &[String], records: &[Value]) {
+    let series = |engine: &str, path: &[&str]| -> Vec<f64> {
+        records
+            .iter()
+            .filter(|r| r["engine"].as_str() == Some(engine))
+            .filter_map(|r| path.iter().fold(r, |v, p| &v[*p]).as_f64())
+            .collect()
+    };
+    let tput = |e: &str| series(e, &["throughput_ops_per_sec"]);
+    let p99 = |e: &str| series(e, &["latency_us", "all", "p99"]);
+    let Some(base) = engines.first() else {
+        return;
+    };
+    let (base_tput, base_p99) = (median(tput(base)), median(p99(base)));
+    let ratio = |v: Option<f64>, b: Option<f64>| match (v, b) {
+        (Some(v), Some(b)) if b > 0.0 => format!("{:.2}", v / b),
+        _ => "-".into(),
+    };
+    println!("\n== medians over the rounds (ratios against {base})");
+    println!(
+        "  {:<40} {:>6} {:>12} {:>12} {:>12} {:>8} {:>10} {:>8}",
+        "engine", "runs", "ops/s", "min", "max", "x tput", "p99 us", "x p99"
+    );
+    for e in engines {
+        let t = tput(e);
+        let (lo, hi) = t.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+        let (m, p) = (median(t.clone()), median(p99(e)));
+        println!(
+            "  {:<40} {:>6} {:>12.0} {:>12.0} {:>12.0} {:>8} {:>10.1} {:>8}",
+            e,
+            t.len(),
+            m.unwrap_or(0.0),
+            lo,
+            hi,
+            ratio(m, base_tput),
+            p.unwrap_or(0.0),
+            ratio(p, base_p99),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3.0]), Some(3.0));
+        assert_eq!(median(vec![5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
     }
 }

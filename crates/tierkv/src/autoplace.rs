@@ -41,15 +41,15 @@ pub const DEFAULT_SPACE_TARGET: f64 = 0.8;
 /// settle inside a level (SpanDB's best run held ~72% of L4) without crawling. A starting
 /// point, to be tuned by measurement.
 pub const DEFAULT_STEP: f64 = 0.25;
+/// How far below `space_target` usage must fall before a tier that hit the watermark may
+/// have tables copied up, or the pointer move down, again. NB: without it, copies up refilled
+/// the tier to the watermark, copies down emptied it to the target, and the same tables went
+/// back and forth (14 copies in a 21 s read-heavy run).
+const SPACE_BOUND_RELEASE: f64 = 0.2;
+
 /// Default minimum time between pointer moves: at least one monitor window, so each move is
 /// judged on readings taken after the previous one took effect. A starting point, to be tuned
 /// by measurement.
-/// How far below `space_target` usage must fall before a tier that hit the watermark may
-/// have tables copied up again. NB: without it, copies up refilled the tier to the watermark,
-/// copies down emptied it to the target, and the same tables went back and forth (14 copies
-/// in a 21 s read-heavy run).
-const SPACE_BOUND_RELEASE: f64 = 0.2;
-
 pub const DEFAULT_DWELL: Duration = Duration::from_secs(1);
 /// Default number of decisions kept for stats.
 pub const DEFAULT_HISTORY: usize = 64;
@@ -378,8 +378,15 @@ impl AutoPlace {
     }
 
     /// Whether the reading allows moving down.
+    ///
+    /// NB: not while the tier is space-bound. The covered levels did not fit, so covering more
+    /// only sends tables that migration must copy back down; moving down as soon as migration
+    /// brought usage under the watermark flipped the pointer once a second at the watermark.
     fn wants_down(&self, r: &Reading) -> bool {
-        r.utilisation < self.config.bw_low && r.space_share() < self.config.space_high && !r.stalled
+        r.utilisation < self.config.bw_low
+            && r.space_share() < self.config.space_high
+            && !r.stalled
+            && !self.space_bound
     }
 
     /// Applies a move to `position`, updating back-off and history.
@@ -573,8 +580,15 @@ mod tests {
         // Tables still arriving: another step up.
         let d = c.step(reading(0.0, full + GIB / 4), sec(t0, 21)).unwrap();
         assert_eq!(d.reason, Reason::SpaceHigh);
-        // Migration freed space below the watermark: down moves resume.
-        let d = c.step(reading(0.0, 5 * GIB), sec(t0, 22)).unwrap();
+        // Migration brought usage back to the target: the pointer holds (the covered levels
+        // do not fit, so moving down would only refill the tier).
+        let after = c.pointer();
+        for s in 22..30 {
+            assert!(c.step(reading(0.0, 8 * GIB), sec(t0, s)).is_none());
+        }
+        assert_eq!(c.pointer(), after);
+        // Usage fell well below the target (data deleted or compacted away): down moves resume.
+        let d = c.step(reading(0.0, 5 * GIB), sec(t0, 31)).unwrap();
         assert_eq!(d.reason, Reason::BandwidthLow);
     }
 
@@ -762,17 +776,18 @@ mod tests {
             c.step(reading(0.0, full), sec(t0, 1)).unwrap().reason,
             Reason::SpaceHigh
         );
-        // Migration brings usage to the target; the pointer moves down again, but the levels
-        // it covers did not fit, so nothing is copied up.
+        // Migration brings usage to the target; the levels the pointer covers did not fit, so
+        // it holds still and nothing is copied up.
         let at_target = reading(0.0, 7 * GIB);
+        assert!(c.step(at_target, sec(t0, 2)).is_none());
+        assert_eq!(c.migration_hint(&at_target), MigrationHint::None);
+        // Well below the target (data deleted or compacted away): the pointer moves down and
+        // copies up resume.
+        let emptied = reading(0.0, 5 * GIB);
         assert_eq!(
-            c.step(at_target, sec(t0, 2)).unwrap().reason,
+            c.step(emptied, sec(t0, 3)).unwrap().reason,
             Reason::BandwidthLow
         );
-        assert_eq!(c.migration_hint(&at_target), MigrationHint::None);
-        // Well below the target (data deleted or compacted away): copies up resume.
-        let emptied = reading(0.0, 5 * GIB);
-        c.step(emptied, sec(t0, 3));
         assert!(matches!(
             c.migration_hint(&emptied),
             MigrationHint::MoveUp { .. }

@@ -4,6 +4,7 @@
 //! either way [`Options::validate`] runs at `Db::open` and names the offending option and its
 //! accepted range. Every default is documented at its field.
 
+use crate::autoplace::{self, AutoPlaceConfig};
 use crate::env::{Fs, PosixFs};
 use crate::error::{Error, Result};
 use crate::snapshot::Snapshot;
@@ -126,6 +127,20 @@ pub struct Options {
     /// The fast tier's bandwidth ceiling in bytes/s, for `placement = auto`'s utilisation.
     /// `None`: measured by a short write probe at open when placement is automatic.
     pub fast_tier_bandwidth: Option<u64>,
+    /// `placement = auto`: `BW_L`, the fast-tier utilisation below which the pointer may move
+    /// down (more levels on the fast tier). Default 0.5. Range 0.01..`auto_bw_high`.
+    pub auto_bw_low: f64,
+    /// `placement = auto`: `BW_H`, the fast-tier utilisation above which the pointer moves up.
+    /// Default 0.8. Range above `auto_bw_low`, at most 4 (utilisation may exceed 1 when the
+    /// bandwidth ceiling is underestimated).
+    pub auto_bw_high: f64,
+    /// `placement = auto`: share of the fast tier's table budget above which the pointer moves
+    /// up and the coldest tables move down. Default 0.9. Range above `auto_space_target`, at
+    /// most 1.
+    pub auto_space_high: f64,
+    /// `placement = auto`: share of the budget a move-down migration aims for. Default 0.8.
+    /// Range 0.05..`auto_space_high`.
+    pub auto_space_target: f64,
     /// How the WAL is written. Default [`WalMode::Group`].
     pub wal: WalMode,
     /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
@@ -219,6 +234,10 @@ impl Default for Options {
             fast_tier_wal_reserve: None,
             placement: Placement::Fixed,
             fast_tier_bandwidth: None,
+            auto_bw_low: autoplace::DEFAULT_BW_LOW,
+            auto_bw_high: autoplace::DEFAULT_BW_HIGH,
+            auto_space_high: autoplace::DEFAULT_SPACE_HIGH,
+            auto_space_target: autoplace::DEFAULT_SPACE_TARGET,
             wal: WalMode::Group,
             wal_loggers: 3,
             wal_inflight: 4,
@@ -232,8 +251,9 @@ impl Default for Options {
     }
 }
 
-fn check_range<T: PartialOrd + fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<()> {
-    if v < lo || v > hi {
+fn check_range<T: PartialOrd + Copy + fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<()> {
+    // NB: `contains`, not `v < lo || v > hi`, so a NaN is out of every range.
+    if !(lo..=hi).contains(&v) {
         return Err(Error::invalid(format!(
             "option {name} = {v} is out of range: accepted {lo}..={hi}"
         )));
@@ -314,7 +334,40 @@ impl Options {
             1,
             1_000_000,
         )?;
+        self.validate_auto_placement()
+    }
+
+    /// The controller's thresholds: each in range, and each pair ordered (a low threshold at
+    /// or above its high one would leave no band in which the pointer holds still).
+    fn validate_auto_placement(&self) -> Result<()> {
+        check_range("auto_bw_low", self.auto_bw_low, 0.01, 4.0)?;
+        check_range("auto_bw_high", self.auto_bw_high, 0.01, 4.0)?;
+        check_range("auto_space_high", self.auto_space_high, 0.05, 1.0)?;
+        check_range("auto_space_target", self.auto_space_target, 0.05, 1.0)?;
+        if self.auto_bw_low >= self.auto_bw_high {
+            return Err(Error::invalid(format!(
+                "option auto_bw_low = {} must be below auto_bw_high = {}",
+                self.auto_bw_low, self.auto_bw_high
+            )));
+        }
+        if self.auto_space_target >= self.auto_space_high {
+            return Err(Error::invalid(format!(
+                "option auto_space_target = {} must be below auto_space_high = {}",
+                self.auto_space_target, self.auto_space_high
+            )));
+        }
         Ok(())
+    }
+
+    /// The automatic placement controller's configuration for these options.
+    pub fn auto_place_config(&self) -> AutoPlaceConfig {
+        AutoPlaceConfig {
+            bw_low: self.auto_bw_low,
+            bw_high: self.auto_bw_high,
+            space_high: self.auto_space_high,
+            space_target: self.auto_space_target,
+            ..AutoPlaceConfig::new(self.num_levels)
+        }
     }
 
     fn validate_tiers(&self) -> Result<()> {
@@ -536,6 +589,10 @@ struct TomlOptions {
     placement: Option<Placement>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_bandwidth: Option<u64>,
+    auto_bw_low: Option<f64>,
+    auto_bw_high: Option<f64>,
+    auto_space_high: Option<f64>,
+    auto_space_target: Option<f64>,
     wal: Option<WalMode>,
     wal_loggers: Option<usize>,
     wal_inflight: Option<usize>,
@@ -590,6 +647,10 @@ impl TomlOptions {
             fast_tier_wal_reserve: self.fast_tier_wal_reserve,
             placement: self.placement.unwrap_or(d.placement),
             fast_tier_bandwidth: self.fast_tier_bandwidth,
+            auto_bw_low: self.auto_bw_low.unwrap_or(d.auto_bw_low),
+            auto_bw_high: self.auto_bw_high.unwrap_or(d.auto_bw_high),
+            auto_space_high: self.auto_space_high.unwrap_or(d.auto_space_high),
+            auto_space_target: self.auto_space_target.unwrap_or(d.auto_space_target),
             wal: self.wal.unwrap_or(d.wal),
             wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
@@ -684,6 +745,14 @@ impl OptionsBuilder {
         wal_recovery_mode: RecoveryMode,
         /// See [`Options::placement`].
         placement: Placement,
+        /// See [`Options::auto_bw_low`].
+        auto_bw_low: f64,
+        /// See [`Options::auto_bw_high`].
+        auto_bw_high: f64,
+        /// See [`Options::auto_space_high`].
+        auto_space_high: f64,
+        /// See [`Options::auto_space_target`].
+        auto_space_target: f64,
         /// See [`Options::wal`].
         wal: WalMode,
         /// See [`Options::wal_loggers`].
@@ -840,6 +909,10 @@ mod tests {
             wal = "parallel"
             placement = "auto"
             fast_tier_bandwidth = "2GiB"
+            auto_bw_low = 0.3
+            auto_bw_high = 0.7
+            auto_space_high = 0.95
+            auto_space_target = 0.85
             [[tier]]
             name = "fast"
             path = "/mnt/fast"
@@ -861,6 +934,39 @@ mod tests {
         assert_eq!(opts.wal, WalMode::Parallel);
         assert_eq!(opts.placement, Placement::Auto);
         assert_eq!(opts.fast_tier_bandwidth, Some(2 << 30));
+        let ctl = opts.auto_place_config();
+        assert_eq!(
+            (ctl.bw_low, ctl.bw_high, ctl.space_high, ctl.space_target),
+            (0.3, 0.7, 0.95, 0.85)
+        );
+        assert_eq!(ctl.num_levels, opts.num_levels);
+    }
+
+    #[test]
+    fn auto_placement_thresholds_are_checked() {
+        let tier = || TierConfig::new("fast", "/mnt/fast");
+        let build = |b: OptionsBuilder| b.tier(tier()).build().map(|_| ()).unwrap_err().to_string();
+        let err = build(Options::builder().auto_bw_low(0.9));
+        assert!(
+            err.contains("auto_bw_low = 0.9 must be below auto_bw_high = 0.8"),
+            "{err}"
+        );
+        let err = build(Options::builder().auto_space_target(0.95));
+        assert!(err.contains("auto_space_target = 0.95"), "{err}");
+        let err = build(Options::builder().auto_space_high(1.5));
+        assert!(
+            err.contains("option auto_space_high = 1.5 is out of range"),
+            "{err}"
+        );
+        let err = build(Options::builder().auto_bw_high(f64::NAN));
+        assert!(err.contains("auto_bw_high"), "{err}");
+        let ok = Options::builder()
+            .tier(tier())
+            .auto_bw_low(0.2)
+            .auto_bw_high(1.2)
+            .build()
+            .unwrap();
+        assert_eq!(ok.auto_place_config().bw_high, 1.2);
     }
 
     #[test]

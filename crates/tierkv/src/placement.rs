@@ -30,14 +30,14 @@ impl Placer {
         Placer::Fixed { levels_on_fast }
     }
 
-    /// The automatic controller, starting with `levels_on_fast` whole levels on the fast tier.
-    pub fn auto(num_levels: usize, levels_on_fast: usize) -> Self {
+    /// The automatic controller tuned by `config`, starting with `levels_on_fast` whole levels
+    /// on the fast tier.
+    pub fn auto(config: AutoPlaceConfig, levels_on_fast: usize) -> Self {
         let start = Pointer {
             level: levels_on_fast,
             fraction: 0.0,
         };
-        let ctl =
-            AutoPlace::new(AutoPlaceConfig::new(num_levels), Instant::now()).with_pointer(start);
+        let ctl = AutoPlace::new(config, Instant::now()).with_pointer(start);
         Placer::Auto(Mutex::new(ctl))
     }
 
@@ -99,7 +99,7 @@ mod tests {
         assert_eq!(fixed.tier_for_new_table(2, 2), 1);
         assert_eq!(fixed.describe(), "LAD-2");
         assert_eq!(Placer::fixed(0).describe(), "PL");
-        let auto = Placer::auto(7, 1);
+        let auto = Placer::auto(AutoPlaceConfig::new(7), 1);
         assert_eq!(auto.tier_for_new_table(0, 2), 0);
         assert_eq!(auto.tier_for_new_table(1, 2), 1);
         assert_eq!(auto.tier_of_level(0, 2), 0);

@@ -82,7 +82,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
     check_tables_present(&tiers, &versions)?;
     let placer = match opts.placement {
         Placement::Fixed => Placer::fixed(opts.levels_on_fast),
-        Placement::Auto => Placer::auto(opts.num_levels, opts.levels_on_fast),
+        Placement::Auto => Placer::auto(opts.auto_place_config(), opts.levels_on_fast),
     };
     let ctx = OutputCtx {
         opts: &opts,
