@@ -844,7 +844,8 @@ mod rocks {
                 async_api: None,
                 detail: self
                     .db
-                    .property_value("rocksdb.levelstats")
+                    // Per-level compaction figures (read, written, write amplification).
+                    .property_value("rocksdb.stats")
                     .ok()
                     .flatten()
                     .unwrap_or_default(),

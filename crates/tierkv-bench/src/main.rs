@@ -395,6 +395,47 @@ fn main() {
     }
 }
 
+/// Set in a child process started by [`bench_engine_in_child`]: the one engine it runs.
+const CHILD_ENGINE_VAR: &str = "TIERKV_BENCH_CHILD_ENGINE";
+/// Set in a child process: where it writes its JSON record.
+const CHILD_JSON_VAR: &str = "TIERKV_BENCH_CHILD_JSON";
+
+/// Runs one engine of a comparison in a child process of this binary, with the same arguments,
+/// and reads its JSON record back.
+///
+/// NB: a fresh process per engine, because an engine leaves state behind after it is dropped:
+/// heap its allocator keeps (which counts against the lab's memory cgroup and so shrinks the
+/// page cache the next engine gets), idle threads, process-wide pools.
+fn bench_engine_in_child(engine: &str) -> Result<serde_json::Value> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json = std::env::temp_dir().join(format!("tierkv-bench-{}-{n}.json", std::process::id()));
+    let exe = std::env::current_exe().context("finding this program to run the engine")?;
+    let status = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .env(CHILD_ENGINE_VAR, engine)
+        .env(CHILD_JSON_VAR, &json)
+        .status()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    if !status.success() {
+        let _ = std::fs::remove_file(&json);
+        bail!("the child process running it failed ({status})");
+    }
+    let text = std::fs::read_to_string(&json)
+        .with_context(|| format!("reading the child's record {}", json.display()));
+    let _ = std::fs::remove_file(&json);
+    serde_json::from_str(&text?).context("parsing the child's record")
+}
+
+/// The child's side of [`bench_engine_in_child`]: runs `engine`, writes its record.
+fn run_child(args: &Args, spec: &RunSpec, engine: &str) -> Result<()> {
+    let json = std::env::var_os(CHILD_JSON_VAR)
+        .with_context(|| format!("{CHILD_ENGINE_VAR} is set but {CHILD_JSON_VAR} is not"))?;
+    let record = bench_engine(args, spec, engine).with_context(|| format!("engine {engine}"))?;
+    std::fs::write(&json, serde_json::to_string(&record)?)
+        .with_context(|| format!("writing {}", PathBuf::from(&json).display()))
+}
+
 fn run(args: &Args) -> Result<()> {
     let spec = args.spec()?;
     let engines: Vec<String> = match &args.compare {
@@ -411,6 +452,11 @@ fn run(args: &Args) -> Result<()> {
     if args.rounds == 0 || args.rounds > 100 {
         bail!("--rounds {} is out of range: accepted 1..=100", args.rounds);
     }
+    if let Ok(engine) = std::env::var(CHILD_ENGINE_VAR) {
+        return run_child(args, &spec, &engine);
+    }
+    // One run stays in this process; several each get a fresh one (see `bench_engine_in_child`).
+    let isolate = engines.len() > 1 || args.rounds > 1;
     let mut records = Vec::new();
     for round in 0..args.rounds {
         let mut this_round = Vec::new();
@@ -418,7 +464,12 @@ fn run(args: &Args) -> Result<()> {
             // Round r runs the list rotated by r; the comparison keeps the list's order.
             let index = (i + round) % engines.len();
             let e = &engines[index];
-            let mut record = bench_engine(args, &spec, e).with_context(|| format!("engine {e}"))?;
+            let mut record = if isolate {
+                bench_engine_in_child(e)
+            } else {
+                bench_engine(args, &spec, e)
+            }
+            .with_context(|| format!("engine {e}"))?;
             record["round"] = round.into();
             record["position_in_round"] = i.into();
             this_round.push((index, record));

@@ -26,6 +26,12 @@ pub(crate) struct Counters {
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
+    /// Compactions (trivial moves included) by output level.
+    pub compactions_into: [AtomicU64; 16],
+    /// Compaction input bytes by output level.
+    pub compaction_read_into: [AtomicU64; 16],
+    /// Compaction output bytes by output level.
+    pub compaction_written_into: [AtomicU64; 16],
     pub lucky_reads: AtomicU64,
     pub multi_gets: AtomicU64,
     pub multi_get_block_reads: AtomicU64,
@@ -100,6 +106,12 @@ pub struct LevelStats {
     pub by_tier: Vec<(String, u64, u64)>,
     /// Point reads answered by this level.
     pub reads_served: u64,
+    /// Compactions whose output went to this level (trivial moves included).
+    pub compactions_into: u64,
+    /// Bytes those compactions read (both input levels).
+    pub compaction_bytes_read: u64,
+    /// Bytes those compactions wrote: where a level's write amplification comes from.
+    pub compaction_bytes_written: u64,
 }
 
 /// One tier's I/O rates over the monitor's window (about the last second).
@@ -281,7 +293,7 @@ impl fmt::Display for Stats {
         for l in self
             .levels
             .iter()
-            .filter(|l| l.files > 0 || l.reads_served > 0)
+            .filter(|l| l.files > 0 || l.reads_served > 0 || l.compactions_into > 0)
         {
             let placement: Vec<String> = l
                 .by_tier
@@ -290,12 +302,16 @@ impl fmt::Display for Stats {
                 .collect();
             writeln!(
                 f,
-                "  L{}: {} files, {}, reads served {} [{}]",
+                "  L{}: {} files, {}, reads served {} [{}]; {} compactions into it read {}, \
+                 wrote {}",
                 l.level,
                 l.files,
                 human_bytes(l.bytes),
                 l.reads_served,
-                placement.join(", ")
+                placement.join(", "),
+                l.compactions_into,
+                human_bytes(l.compaction_bytes_read),
+                human_bytes(l.compaction_bytes_written),
             )?;
         }
         writeln!(

@@ -173,6 +173,9 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
 pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> {
     Counters::add(&db.counters.compactions, 1);
     let out_level = task.output_level();
+    // Levels past the counters' end share the last slot.
+    let slot = out_level.min(db.counters.compactions_into.len() - 1);
+    Counters::add(&db.counters.compactions_into[slot], 1);
     let preferred = db.placer.tier_of_level(out_level, db.tiers.all().len());
     let mut edit = VersionEdit::default();
     let deleted = |level: usize, files: &[Arc<FileMeta>]| {
@@ -196,6 +199,7 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
         children.push(Box::new(db.table_cache.get(f)?.iter(false)));
     }
     Counters::add(&db.counters.compaction_bytes_read, task.input_bytes());
+    Counters::add(&db.counters.compaction_read_into[slot], task.input_bytes());
     let mut merged = MergingIter::new(children);
     let version = db.versions.current();
     let mut filter = EntryFilter::new(db.oldest_snapshot());
@@ -213,6 +217,8 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
         edit.new_files
             .push(db.output_ctx().record(out_level, &out.meta));
     }
+    let written = files.iter().map(|o| o.meta.size).sum();
+    Counters::add(&db.counters.compaction_written_into[slot], written);
     db.versions.log_and_apply(edit)?;
     db.clear_pending(files.iter().map(|o| o.meta.number));
     Ok(())

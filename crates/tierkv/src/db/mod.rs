@@ -486,6 +486,12 @@ impl DbInner {
                     bytes: files.iter().map(|f| f.size).sum(),
                     by_tier,
                     reads_served: c.reads_by_level.get(level).map_or(0, stats::load),
+                    compactions_into: c.compactions_into.get(level).map_or(0, stats::load),
+                    compaction_bytes_read: c.compaction_read_into.get(level).map_or(0, stats::load),
+                    compaction_bytes_written: c
+                        .compaction_written_into
+                        .get(level)
+                        .map_or(0, stats::load),
                 }
             })
             .collect();
