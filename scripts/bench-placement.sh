@@ -9,8 +9,12 @@
 # tables to the capacity tier once it is full and RocksDB's fast db_path target is capped at
 # it. A last block compares multi-gets of 16 keys (ycsb-c, reads only). JSON reports go to $OUT.
 #
+# Each engine runs in its own process; ROUNDS=N repeats every block with the order rotated and
+# reports medians (the lab favours whichever engine runs first in a block).
+#
 #   sudo scripts/bench-placement.sh             # full size
 #   sudo SCALE=0.2 scripts/bench-placement.sh   # quicker
+#   sudo ROUNDS=2 scripts/bench-placement.sh    # rotated, twice as long
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCALE=${SCALE:-1}
@@ -21,6 +25,7 @@ MEM_BYTES=$(numfmt --from=iec "$LAB_MEM")
 RECORDS=$(python3 -c "print(int(5 * $MEM_BYTES / 1040 * $SCALE))")
 OPS=$(python3 -c "print(int(200000 * $SCALE))")
 FAST_CAP=${FAST_CAP:-1G}
+ROUNDS=${ROUNDS:-1}
 mkdir -p "$OUT"
 cargo build --release -p tierkv-bench --features rocksdb
 BENCH=$PWD/target/release/tierkv-bench
@@ -28,7 +33,7 @@ OUT_ABS=$(cd "$OUT" && pwd)
 
 scripts/lab.sh -- bash -c "
 set -euo pipefail
-common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4 --write-buffer-size 16777216 --block-cache 33554432 --tier-capacity fast=$FAST_CAP\"
+common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$LAB_FAST_DEV --device capacity=\$LAB_CAPACITY_DEV --quiet --distribution zipfian --threads 4 --write-buffer-size 16777216 --block-cache 33554432 --tier-capacity fast=$FAST_CAP --rounds $ROUNDS\"
 placements=tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto
 $BENCH --compare \$placements --workload fillrandom --records $OPS \$common --json $OUT_ABS/fig8-write.json
 $BENCH --compare \$placements --workload ycsb-a --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-ycsb-a.json

@@ -14,6 +14,10 @@
 # gets 8000 read IOPS, 4000 write IOPS, 200 MB/s reads and 100 MB/s writes (a QLC drive's
 # sustained write rate once its SLC cache is full). Override with the environment:
 #   LAB_READ_IOPS LAB_WRITE_IOPS LAB_READ_BPS LAB_WRITE_BPS  capacity-tier limits
+#   LAB_FAST_WRITE_BPS LAB_FAST_READ_BPS  if either is set, the fast tier too is a loop device
+#                  (ext4 on a sparse file of LAB_FAST_SIZE, default 8G) with these byte rates
+#                  (0 = unlimited): a fast tier whose bandwidth runs out, as in SpanDB's
+#                  experiments where WAL, flush and compaction compete for the Optane drive
 #   LAB_MEM        memory cgroup limit, page cache included (default 1G)
 #   LAB_CAP_SIZE   capacity file system size (default 32G, sparse)
 #   LAB_PM_SIZE    tmpfs size for --pm (default 2G)
@@ -28,6 +32,9 @@ MEM=${LAB_MEM:-1G}
 CAP_SIZE=${LAB_CAP_SIZE:-32G}
 PM_SIZE=${LAB_PM_SIZE:-2G}
 LAB_DIR=${LAB_DIR:-/var/tmp/tierkv-lab}
+FAST_WRITE_BPS=${LAB_FAST_WRITE_BPS:-}
+FAST_READ_BPS=${LAB_FAST_READ_BPS:-}
+FAST_SIZE=${LAB_FAST_SIZE:-8G}
 BLKIO=/sys/fs/cgroup/blkio
 MEMCG=/sys/fs/cgroup/memory/tierkv-lab
 
@@ -40,7 +47,7 @@ while [ $# -gt 0 ]; do
         --pm) WITH_PM=1 ;;
         --keep) KEEP=1 ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) die "unknown option $1 (use -- before the command)" ;;
     esac
     shift
@@ -53,6 +60,14 @@ command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 missing (apt-get install e2fsp
 
 LOOP=""
 MAJMIN=""
+FAST_LOOP=""
+FAST_MAJMIN=""
+# Removes every throttle set on device MAJ:MIN.
+unthrottle() {
+    for f in read_iops_device write_iops_device read_bps_device write_bps_device; do
+        echo "$1 0" > "$BLKIO/blkio.throttle.$f" 2>/dev/null
+    done
+}
 cleanup() {
     set +e
     if [ -d "$MEMCG" ]; then
@@ -61,16 +76,15 @@ cleanup() {
         sleep 0.2
         rmdir "$MEMCG" 2>/dev/null
     fi
-    if [ -n "$MAJMIN" ]; then
-        for f in read_iops_device write_iops_device read_bps_device write_bps_device; do
-            echo "$MAJMIN 0" > "$BLKIO/blkio.throttle.$f" 2>/dev/null
-        done
-    fi
+    [ -n "$MAJMIN" ] && unthrottle "$MAJMIN"
+    [ -n "$FAST_MAJMIN" ] && unthrottle "$FAST_MAJMIN"
     mountpoint -q "$LAB_DIR/pm" && umount "$LAB_DIR/pm"
     mountpoint -q "$LAB_DIR/capacity" && umount "$LAB_DIR/capacity"
+    mountpoint -q "$LAB_DIR/fast" && umount "$LAB_DIR/fast"
     [ -n "$LOOP" ] && losetup -d "$LOOP"
+    [ -n "$FAST_LOOP" ] && losetup -d "$FAST_LOOP"
     if [ "$KEEP" = 0 ]; then
-        rm -f "$LAB_DIR/capacity.img"
+        rm -f "$LAB_DIR/capacity.img" "$LAB_DIR/fast.img"
         rm -rf "$LAB_DIR/fast"
     fi
 }
@@ -91,6 +105,16 @@ echo "$MAJMIN $WRITE_IOPS" > "$BLKIO/blkio.throttle.write_iops_device"
 echo "$MAJMIN $READ_BPS" > "$BLKIO/blkio.throttle.read_bps_device"
 echo "$MAJMIN $WRITE_BPS" > "$BLKIO/blkio.throttle.write_bps_device"
 
+if [ -n "$FAST_WRITE_BPS$FAST_READ_BPS" ]; then
+    truncate -s "$FAST_SIZE" "$LAB_DIR/fast.img"
+    FAST_LOOP=$(losetup --find --show --direct-io=on "$LAB_DIR/fast.img")
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$FAST_LOOP"
+    mount -o noatime "$FAST_LOOP" "$LAB_DIR/fast"
+    FAST_MAJMIN=$(lsblk -dno MAJ:MIN "$FAST_LOOP" | tr -d ' ')
+    echo "$FAST_MAJMIN ${FAST_WRITE_BPS:-0}" > "$BLKIO/blkio.throttle.write_bps_device"
+    echo "$FAST_MAJMIN ${FAST_READ_BPS:-0}" > "$BLKIO/blkio.throttle.read_bps_device"
+fi
+
 if [ "$WITH_PM" = 1 ]; then
     mkdir -p "$LAB_DIR/pm"
     mount -t tmpfs -o "size=$PM_SIZE" tmpfs "$LAB_DIR/pm"
@@ -99,14 +123,18 @@ fi
 
 mkdir -p "$MEMCG"
 echo "$MEM" > "$MEMCG/memory.limit_in_bytes"
-FAST_DEV=$(lsblk -no PKNAME "$(df --output=source "$LAB_DIR/fast" | tail -1)" 2>/dev/null | head -1)
-[ -n "$FAST_DEV" ] || FAST_DEV=$(basename "$(df --output=source "$LAB_DIR/fast" | tail -1)")
+if [ -n "$FAST_LOOP" ]; then
+    FAST_DEV=$(basename "$FAST_LOOP")
+else
+    FAST_DEV=$(lsblk -no PKNAME "$(df --output=source "$LAB_DIR/fast" | tail -1)" 2>/dev/null | head -1)
+    [ -n "$FAST_DEV" ] || FAST_DEV=$(basename "$(df --output=source "$LAB_DIR/fast" | tail -1)")
+fi
 export LAB_FAST="$LAB_DIR/fast" LAB_CAPACITY="$LAB_DIR/capacity"
 export LAB_FAST_DEV="$FAST_DEV" LAB_CAPACITY_DEV=$(basename "$LOOP")
 
 sync
 echo 3 > /proc/sys/vm/drop_caches
-echo "lab: fast=$LAB_FAST ($LAB_FAST_DEV) capacity=$LAB_CAPACITY ($LAB_CAPACITY_DEV:" \
+echo "lab: fast=$LAB_FAST ($LAB_FAST_DEV${FAST_LOOP:+: ${FAST_READ_BPS:-0}/${FAST_WRITE_BPS:-0} B/s}) capacity=$LAB_CAPACITY ($LAB_CAPACITY_DEV:" \
      "$READ_IOPS/$WRITE_IOPS IOPS, $READ_BPS/$WRITE_BPS B/s) memory=$MEM" >&2
 set +e
 bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$MEMCG" "$@"

@@ -146,6 +146,8 @@ pub struct TierkvExtra {
     pub pipeline_workers: Option<usize>,
     /// `max_pending_requests`.
     pub max_pending_requests: Option<usize>,
+    /// `fast_tier_bandwidth` (bytes/s; unset: probed at open).
+    pub fast_tier_bandwidth: Option<u64>,
 }
 
 /// One tier of the benchmark's storage.
@@ -431,6 +433,9 @@ mod tierkv_engine {
             }
             if let Some(n) = x.max_pending_requests {
                 b = b.max_pending_requests(n);
+            }
+            if let Some(bps) = x.fast_tier_bandwidth {
+                b = b.fast_tier_bandwidth(bps);
             }
             let t = &profile.tuning;
             if let Some(v) = t.bw_low {

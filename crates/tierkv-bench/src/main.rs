@@ -141,6 +141,10 @@ struct Args {
     /// tierkv: asynchronous requests admitted before submit_* answers Busy (engine default 4096).
     #[arg(long)]
     max_pending: Option<usize>,
+    /// tierkv: the fast tier's bandwidth ceiling for automatic placement, bytes/s with an
+    /// optional K/M/G suffix (default: measured by a write probe at open).
+    #[arg(long)]
+    fast_tier_bandwidth: Option<String>,
     /// Write the JSON report(s) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -287,6 +291,11 @@ impl Args {
                 no_wal_io_uring: self.no_wal_io_uring,
                 pipeline_workers: self.pipeline_workers,
                 max_pending_requests: self.max_pending,
+                fast_tier_bandwidth: self
+                    .fast_tier_bandwidth
+                    .as_deref()
+                    .map(parse_size)
+                    .transpose()?,
             },
         })
     }
@@ -436,6 +445,38 @@ fn run_child(args: &Args, spec: &RunSpec, engine: &str) -> Result<()> {
         .with_context(|| format!("writing {}", PathBuf::from(&json).display()))
 }
 
+/// Runs `engines` for `--rounds` rounds, printing each round's comparison; returns every
+/// record, round by round, each round in the list's order.
+fn run_rounds(args: &Args, spec: &RunSpec, engines: &[String]) -> Result<Vec<serde_json::Value>> {
+    // One run stays in this process; several each get a fresh one (see `bench_engine_in_child`).
+    let isolate = engines.len() > 1 || args.rounds > 1;
+    let mut records = Vec::new();
+    for round in 0..args.rounds {
+        let mut this_round = Vec::new();
+        for i in 0..engines.len() {
+            // Round r runs the list rotated by r; the comparison keeps the list's order.
+            let index = (i + round) % engines.len();
+            let e = &engines[index];
+            let mut record = if isolate {
+                bench_engine_in_child(e)
+            } else {
+                bench_engine(args, spec, e)
+            }
+            .with_context(|| format!("engine {e}"))?;
+            record["round"] = round.into();
+            record["position_in_round"] = i.into();
+            this_round.push((index, record));
+        }
+        this_round.sort_by_key(|(index, _)| *index);
+        let this_round: Vec<_> = this_round.into_iter().map(|(_, r)| r).collect();
+        if engines.len() > 1 {
+            report::print_comparison(&this_round);
+        }
+        records.extend(this_round);
+    }
+    Ok(records)
+}
+
 fn run(args: &Args) -> Result<()> {
     let spec = args.spec()?;
     let engines: Vec<String> = match &args.compare {
@@ -455,32 +496,7 @@ fn run(args: &Args) -> Result<()> {
     if let Ok(engine) = std::env::var(CHILD_ENGINE_VAR) {
         return run_child(args, &spec, &engine);
     }
-    // One run stays in this process; several each get a fresh one (see `bench_engine_in_child`).
-    let isolate = engines.len() > 1 || args.rounds > 1;
-    let mut records = Vec::new();
-    for round in 0..args.rounds {
-        let mut this_round = Vec::new();
-        for i in 0..engines.len() {
-            // Round r runs the list rotated by r; the comparison keeps the list's order.
-            let index = (i + round) % engines.len();
-            let e = &engines[index];
-            let mut record = if isolate {
-                bench_engine_in_child(e)
-            } else {
-                bench_engine(args, &spec, e)
-            }
-            .with_context(|| format!("engine {e}"))?;
-            record["round"] = round.into();
-            record["position_in_round"] = i.into();
-            this_round.push((index, record));
-        }
-        this_round.sort_by_key(|(index, _)| *index);
-        let this_round: Vec<_> = this_round.into_iter().map(|(_, r)| r).collect();
-        if engines.len() > 1 {
-            report::print_comparison(&this_round);
-        }
-        records.extend(this_round);
-    }
+    let mut records = run_rounds(args, &spec, &engines)?;
     if args.rounds > 1 {
         report::print_rounds_summary(&engines, &records);
     }

@@ -1015,6 +1015,19 @@ impl Harness {
         let s = self.db().stats();
         self.totals.flushes += s.flushes;
         self.totals.compactions += s.compactions;
+        // The per-level compaction figures account for every compaction.
+        let into: u64 = s.levels.iter().map(|l| l.compactions_into).sum();
+        let read: u64 = s.levels.iter().map(|l| l.compaction_bytes_read).sum();
+        assert_eq!(into, s.compactions, "compactions by level: {s}");
+        assert_eq!(
+            read, s.compaction_bytes_read,
+            "compaction reads by level: {s}"
+        );
+        let written_without_input = s
+            .levels
+            .iter()
+            .any(|l| l.compaction_bytes_written > 0 && l.compactions_into == 0);
+        assert!(!written_without_input, "{s}");
     }
 
     // --- whole-state checks ---
