@@ -319,7 +319,7 @@ pub fn print_comparison(records: &[Value]) {
     let Some(base) = records.first() else {
         return;
     };
-    let f = |v: &Value, path: &[&str]| path.iter().fold(v, |v, p| &v[*p]).as_f64().unwrap_or(0.0);
+    let f = |v: &Value, path: &[&str]| number_at(v, path).unwrap_or(0.0);
     println!(
         "\n== comparison (ratios against {})",
         base["engine"].as_str().unwrap_or("?")
@@ -385,6 +385,11 @@ pub fn print_comparison(records: &[Value]) {
     }
 }
 
+/// The number at `path` (object keys) in a JSON record, if there is one.
+fn number_at(record: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().fold(record, |v, key| &v[*key]).as_f64()
+}
+
 /// The median of `values` (the mean of the middle two for an even count); `None` if empty.
 fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
@@ -406,7 +411,7 @@ pub fn print_rounds_summary(engines: &[String], records: &[Value]) {
         records
             .iter()
             .filter(|r| r["engine"].as_str() == Some(engine))
-            .filter_map(|r| path.iter().fold(r, |v, p| &v[*p]).as_f64())
+            .filter_map(|r| number_at(r, path))
             .collect()
     };
     let tput = |e: &str| series(e, &["throughput_ops_per_sec"]);
