@@ -62,12 +62,27 @@ LOOP=""
 MAJMIN=""
 FAST_LOOP=""
 FAST_MAJMIN=""
-# Removes every throttle set on device MAJ:MIN.
-unthrottle() {
+# Limits device MAJ:MIN to READ_IOPS WRITE_IOPS READ_BPS WRITE_BPS (0 = no limit).
+throttle() {
+    local majmin=$1 f
+    shift
     for f in read_iops_device write_iops_device read_bps_device write_bps_device; do
-        echo "$1 0" > "$BLKIO/blkio.throttle.$f" 2>/dev/null
+        echo "$majmin $1" > "$BLKIO/blkio.throttle.$f" 2>/dev/null
+        shift
     done
 }
+unthrottle() { throttle "$1" 0 0 0 0; }
+# Prints a loop device (direct I/O) over a new sparse file $LAB_DIR/NAME.img of SIZE.
+attach() {
+    truncate -s "$2" "$LAB_DIR/$1.img"
+    losetup --find --show --direct-io=on "$LAB_DIR/$1.img"
+}
+# Makes ext4 on loop device DEV and mounts it at $LAB_DIR/NAME.
+format_and_mount() {
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$1"
+    mount -o noatime "$1" "$LAB_DIR/$2"
+}
+majmin() { lsblk -dno MAJ:MIN "$1" | tr -d ' '; }
 cleanup() {
     set +e
     if [ -d "$MEMCG" ]; then
@@ -92,27 +107,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$LAB_DIR/fast" "$LAB_DIR/capacity"
-truncate -s "$CAP_SIZE" "$LAB_DIR/capacity.img"
-LOOP=$(losetup --find --show --direct-io=on "$LAB_DIR/capacity.img")
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
-mount -o noatime "$LOOP" "$LAB_DIR/capacity"
-MAJMIN=$(lsblk -dno MAJ:MIN "$LOOP" | tr -d ' ')
-# NB: the limits go on the root blkio cgroup for this device only: writeback of buffered
-# writes is issued by kernel threads outside any child cgroup, and this device serves only the
-# capacity tier, so a device-wide limit is the one that really holds.
-echo "$MAJMIN $READ_IOPS" > "$BLKIO/blkio.throttle.read_iops_device"
-echo "$MAJMIN $WRITE_IOPS" > "$BLKIO/blkio.throttle.write_iops_device"
-echo "$MAJMIN $READ_BPS" > "$BLKIO/blkio.throttle.read_bps_device"
-echo "$MAJMIN $WRITE_BPS" > "$BLKIO/blkio.throttle.write_bps_device"
+LOOP=$(attach capacity "$CAP_SIZE")
+format_and_mount "$LOOP" capacity
+MAJMIN=$(majmin "$LOOP")
+# NB: the limits go on the root blkio cgroup for each lab device only: writeback of buffered
+# writes is issued by kernel threads outside any child cgroup, and each device serves only its
+# tier, so a device-wide limit is the one that really holds.
+throttle "$MAJMIN" "$READ_IOPS" "$WRITE_IOPS" "$READ_BPS" "$WRITE_BPS"
 
 if [ -n "$FAST_WRITE_BPS$FAST_READ_BPS" ]; then
-    truncate -s "$FAST_SIZE" "$LAB_DIR/fast.img"
-    FAST_LOOP=$(losetup --find --show --direct-io=on "$LAB_DIR/fast.img")
-    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$FAST_LOOP"
-    mount -o noatime "$FAST_LOOP" "$LAB_DIR/fast"
-    FAST_MAJMIN=$(lsblk -dno MAJ:MIN "$FAST_LOOP" | tr -d ' ')
-    echo "$FAST_MAJMIN ${FAST_WRITE_BPS:-0}" > "$BLKIO/blkio.throttle.write_bps_device"
-    echo "$FAST_MAJMIN ${FAST_READ_BPS:-0}" > "$BLKIO/blkio.throttle.read_bps_device"
+    FAST_LOOP=$(attach fast "$FAST_SIZE")
+    format_and_mount "$FAST_LOOP" fast
+    FAST_MAJMIN=$(majmin "$FAST_LOOP")
+    throttle "$FAST_MAJMIN" 0 0 "${FAST_READ_BPS:-0}" "${FAST_WRITE_BPS:-0}"
 fi
 
 if [ "$WITH_PM" = 1 ]; then
