@@ -251,6 +251,17 @@ impl Default for Options {
     }
 }
 
+/// Checks that option `low` is strictly below option `high` (each a name and a value).
+fn check_below(low: (&str, f64), high: (&str, f64)) -> Result<()> {
+    if low.1 < high.1 {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "option {} = {} must be below {} = {}",
+        low.0, low.1, high.0, high.1
+    )))
+}
+
 fn check_range<T: PartialOrd + Copy + fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<()> {
     // NB: `contains`, not `v < lo || v > hi`, so a NaN is out of every range.
     if !(lo..=hi).contains(&v) {
@@ -344,19 +355,14 @@ impl Options {
         check_range("auto_bw_high", self.auto_bw_high, 0.01, 4.0)?;
         check_range("auto_space_high", self.auto_space_high, 0.05, 1.0)?;
         check_range("auto_space_target", self.auto_space_target, 0.05, 1.0)?;
-        if self.auto_bw_low >= self.auto_bw_high {
-            return Err(Error::invalid(format!(
-                "option auto_bw_low = {} must be below auto_bw_high = {}",
-                self.auto_bw_low, self.auto_bw_high
-            )));
-        }
-        if self.auto_space_target >= self.auto_space_high {
-            return Err(Error::invalid(format!(
-                "option auto_space_target = {} must be below auto_space_high = {}",
-                self.auto_space_target, self.auto_space_high
-            )));
-        }
-        Ok(())
+        check_below(
+            ("auto_bw_low", self.auto_bw_low),
+            ("auto_bw_high", self.auto_bw_high),
+        )?;
+        check_below(
+            ("auto_space_target", self.auto_space_target),
+            ("auto_space_high", self.auto_space_high),
+        )
     }
 
     /// The automatic placement controller's configuration for these options.
