@@ -346,6 +346,9 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
             // Both engines start the run phase with no compaction debt from the load.
             engine.settle()?;
         }
+        if args.verbose {
+            println!("state after the load:\n{}", engine.counters().detail);
+        }
         Some(l)
     } else {
         None

@@ -119,9 +119,13 @@ pub struct Options {
     pub background_threads: usize,
     /// How WAL damage is treated at recovery. Default `TolerateCorruptedTail`.
     pub wal_recovery_mode: RecoveryMode,
-    /// Bytes of tier 0 kept free for the WAL and MANIFEST: tables never use them. Default:
-    /// `(max_immutable_memtables + 2) * write_buffer_size`, capped at a quarter of tier 0's budget.
+    /// Bytes of tier 0 kept free for the WAL and MANIFEST: tables never use them. Default: see
+    /// [`Options::wal_reserve`]; tier 0's capacity must hold the reserve plus two tables.
     pub fast_tier_wal_reserve: Option<u64>,
+    /// Bytes of tier 0's table budget that only memtable flushes may use, so that L0 stays on
+    /// the fast tier when compactions (or placement) have filled the rest. Only with two or
+    /// more tiers. Default: see [`Options::flush_reserve`].
+    pub fast_tier_flush_reserve: Option<u64>,
     /// How new tables are placed on tiers. Default [`Placement::Fixed`] (by `levels_on_fast`).
     pub placement: Placement,
     /// The fast tier's bandwidth ceiling in bytes/s, for `placement = auto`'s utilisation.
@@ -232,6 +236,7 @@ impl Default for Options {
             background_threads: 2,
             wal_recovery_mode: RecoveryMode::default(),
             fast_tier_wal_reserve: None,
+            fast_tier_flush_reserve: None,
             placement: Placement::Fixed,
             fast_tier_bandwidth: None,
             auto_bw_low: autoplace::DEFAULT_BW_LOW,
@@ -421,6 +426,15 @@ impl Options {
                  max_immutable_memtables) plus two tables ({tables} bytes)"
             )));
         }
+        if let Some(flush) = self.fast_tier_flush_reserve {
+            let budget = fast.saturating_sub(reserve);
+            if flush > budget {
+                return Err(Error::invalid(format!(
+                    "option fast_tier_flush_reserve = {flush} is larger than tier 0's table \
+                     budget ({budget} bytes: its capacity less the WAL reserve)"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -440,6 +454,26 @@ impl Options {
                 WalMode::Parallel => self.wal_area_bytes(),
             };
             logs + 2 * self.manifest_roll_bytes()
+        })
+    }
+
+    /// Bytes of tier 0's table budget kept for memtable flushes: compaction outputs and
+    /// migrations do not use them.
+    ///
+    /// Why: the upper levels have first claim on the fast tier. Without the reserve, tables of
+    /// deep levels placed while the tier was idle left no room when a write burst came, and
+    /// flushes fell through to the capacity tier: a measured load sent 970 MiB of L0 there, and
+    /// a flush on the throttled tier held writers for half a second. The default covers what
+    /// L0 holds in normal operation (up to `l0_compaction_trigger` tables, the immutable
+    /// memtables and the active one, a memtable each), capped at a quarter of the table budget.
+    pub fn flush_reserve(&self) -> u64 {
+        self.fast_tier_flush_reserve.unwrap_or_else(|| {
+            let memtables = (self.l0_compaction_trigger + self.max_immutable_memtables + 1) as u64;
+            let budget = self
+                .tiers
+                .first()
+                .map_or(u64::MAX, |t| t.capacity.saturating_sub(self.wal_reserve()));
+            (memtables * self.write_buffer_size as u64).min(budget / 4)
         })
     }
 
@@ -592,6 +626,8 @@ struct TomlOptions {
     wal_recovery_mode: Option<RecoveryMode>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_wal_reserve: Option<u64>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    fast_tier_flush_reserve: Option<u64>,
     placement: Option<Placement>,
     #[serde(default, deserialize_with = "de_opt_size")]
     fast_tier_bandwidth: Option<u64>,
@@ -651,6 +687,7 @@ impl TomlOptions {
             background_threads: self.background_threads.unwrap_or(d.background_threads),
             wal_recovery_mode: self.wal_recovery_mode.unwrap_or(d.wal_recovery_mode),
             fast_tier_wal_reserve: self.fast_tier_wal_reserve,
+            fast_tier_flush_reserve: self.fast_tier_flush_reserve,
             placement: self.placement.unwrap_or(d.placement),
             fast_tier_bandwidth: self.fast_tier_bandwidth,
             auto_bw_low: self.auto_bw_low.unwrap_or(d.auto_bw_low),
@@ -703,6 +740,12 @@ impl OptionsBuilder {
     /// Sets the WAL reserve on tier 0 explicitly.
     pub fn fast_tier_wal_reserve(mut self, bytes: u64) -> Self {
         self.opts.fast_tier_wal_reserve = Some(bytes);
+        self
+    }
+
+    /// Sets the flush reserve on tier 0 explicitly (see [`Options::flush_reserve`]).
+    pub fn fast_tier_flush_reserve(mut self, bytes: u64) -> Self {
+        self.opts.fast_tier_flush_reserve = Some(bytes);
         self
     }
 
@@ -919,6 +962,7 @@ mod tests {
             auto_bw_high = 0.7
             auto_space_high = 0.95
             auto_space_target = 0.85
+            fast_tier_flush_reserve = "96MiB"
             [[tier]]
             name = "fast"
             path = "/mnt/fast"
@@ -940,12 +984,48 @@ mod tests {
         assert_eq!(opts.wal, WalMode::Parallel);
         assert_eq!(opts.placement, Placement::Auto);
         assert_eq!(opts.fast_tier_bandwidth, Some(2 << 30));
+        assert_eq!(opts.flush_reserve(), 96 << 20);
         let ctl = opts.auto_place_config();
         assert_eq!(
             (ctl.bw_low, ctl.bw_high, ctl.space_high, ctl.space_target),
             (0.3, 0.7, 0.95, 0.85)
         );
         assert_eq!(ctl.num_levels, opts.num_levels);
+    }
+
+    #[test]
+    fn flush_reserve_default_and_checks() {
+        let fast = |capacity| TierConfig::new("fast", "/mnt/fast").with_capacity(capacity);
+        let opts = Options::builder()
+            .tier(fast(10 << 30))
+            .write_buffer_size(16 << 20)
+            .build()
+            .unwrap();
+        // l0_compaction_trigger (4) + max_immutable_memtables (2) + the active memtable.
+        assert_eq!(opts.flush_reserve(), 7 * (16 << 20));
+        let small = Options::builder()
+            .tier(fast(256 << 20))
+            .write_buffer_size(16 << 20)
+            .fast_tier_wal_reserve(8 << 20)
+            .build()
+            .unwrap();
+        assert_eq!(
+            small.flush_reserve(),
+            (248 << 20) / 4,
+            "capped at a quarter"
+        );
+        let err = Options::builder()
+            .tier(fast(256 << 20))
+            .write_buffer_size(16 << 20)
+            .fast_tier_wal_reserve(8 << 20)
+            .fast_tier_flush_reserve(256 << 20)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("option fast_tier_flush_reserve = 268435456 is larger"),
+            "{err}"
+        );
     }
 
     #[test]

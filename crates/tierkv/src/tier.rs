@@ -86,6 +86,8 @@ pub struct Tiers {
     tiers: Vec<Tier>,
     fs: Arc<dyn Fs>,
     wal_reserve: u64,
+    /// Bytes of tier 0 only flushes may take (`Options::flush_reserve`; 0 with one tier).
+    flush_reserve: u64,
     /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
@@ -154,6 +156,13 @@ impl Tiers {
             tiers,
             fs,
             wal_reserve: opts.wal_reserve(),
+            // NB: with one tier there is nowhere else for compactions to go, and a compaction
+            // that fails for room fails the database; the reserve only steers between tiers.
+            flush_reserve: if opts.tiers.len() > 1 {
+                opts.flush_reserve()
+            } else {
+                0
+            },
             background_limiter: Arc::default(),
             read_io_uring: opts.read_io_uring,
         })
@@ -239,36 +248,37 @@ impl Tiers {
         self.tiers[tier].files.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Bytes a new table may still take on `tier` (the WAL reserve is kept on tier 0).
-    pub fn room(&self, tier: usize) -> u64 {
-        let t = &self.tiers[tier];
-        self.table_limit(tier)
-            .saturating_sub(t.used())
-            .saturating_sub(t.pending.load(Ordering::Relaxed))
-    }
-
     /// The pacer of background writes to tier 0.
     pub fn background_limiter(&self) -> &RateLimiter {
         &self.background_limiter
     }
 
-    /// Bytes tables may use on `tier`: its budget, minus the WAL reserve on tier 0.
+    /// Bytes compaction outputs and migrated tables may use on `tier`: its budget, less the
+    /// WAL and flush reserves on tier 0. Placement governs this share of the fast tier.
     pub fn table_budget(&self, tier: usize) -> u64 {
-        self.table_limit(tier)
+        self.table_limit(tier, WriteKind::Compaction)
     }
 
-    fn table_limit(&self, tier: usize) -> u64 {
-        let reserve = if tier == 0 { self.wal_reserve } else { 0 };
+    /// Bytes tables written by `kind` may use on `tier`.
+    fn table_limit(&self, tier: usize, kind: WriteKind) -> u64 {
+        let mut reserve = 0;
+        if tier == 0 {
+            reserve = self.wal_reserve;
+            if kind != WriteKind::Flush {
+                reserve = reserve.saturating_add(self.flush_reserve);
+            }
+        }
         self.tiers[tier].capacity.saturating_sub(reserve)
     }
 
-    /// Reserves `size` bytes for a new table on the first tier at or after `preferred` with
-    /// room for them; `NoSpace` naming the last tier if none has. The reservation is held until
-    /// the table is installed (then `used` counts it) or abandoned.
-    pub fn place(&self, preferred: usize, size: u64) -> Result<Reservation> {
+    /// Reserves `size` bytes for a new table written by `kind` on the first tier at or after
+    /// `preferred` with room for them; `NoSpace` naming the last tier if none has. Only flushes
+    /// may use tier 0's flush reserve. The reservation is held until the table is installed
+    /// (then `used` counts it) or abandoned.
+    pub fn place(&self, preferred: usize, size: u64, kind: WriteKind) -> Result<Reservation> {
         for t in preferred..self.tiers.len() {
             let tier = &self.tiers[t];
-            let limit = self.table_limit(t);
+            let limit = self.table_limit(t, kind);
             let fits = |pending: u64| {
                 let total = tier.used().saturating_add(pending).saturating_add(size);
                 (total <= limit).then_some(pending + size)
@@ -492,6 +502,7 @@ impl RandomAccessFile for CountingReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::TierConfig;
 
     #[test]
     fn file_names_round_trip() {
@@ -500,5 +511,54 @@ mod tests {
         }
         assert_eq!(parse_file_name("CURRENT"), None);
         assert_eq!(parse_file_name("x.sst"), None);
+    }
+
+    #[test]
+    fn only_flushes_use_the_flush_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::builder()
+            .tier(TierConfig::new("fast", dir.path().join("fast")).with_capacity(64 << 20))
+            .tier(TierConfig::new("capacity", dir.path().join("capacity")))
+            .write_buffer_size(1 << 20)
+            .fast_tier_wal_reserve(8 << 20)
+            .fast_tier_flush_reserve(16 << 20)
+            .build()
+            .unwrap();
+        let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
+        assert_eq!(tiers.table_budget(0), 40 << 20, "64 MiB less both reserves");
+        let deep = tiers.place(0, 40 << 20, WriteKind::Compaction).unwrap();
+        assert_eq!(deep.tier(), 0, "compactions fill the budget");
+        let spilled = tiers.place(0, 1 << 20, WriteKind::Migration).unwrap();
+        assert_eq!(spilled.tier(), 1, "but not the flush reserve");
+        let flushes: Vec<_> = (0..16)
+            .map(|_| tiers.place(0, 1 << 20, WriteKind::Flush).unwrap())
+            .collect();
+        assert!(
+            flushes.iter().all(|r| r.tier() == 0),
+            "flushes use the reserve"
+        );
+        let over = tiers.place(0, 1 << 20, WriteKind::Flush).unwrap();
+        assert_eq!(over.tier(), 1, "and never the WAL reserve");
+        drop((deep, flushes));
+        assert_eq!(
+            tiers
+                .place(0, 1 << 20, WriteKind::Compaction)
+                .unwrap()
+                .tier(),
+            0
+        );
+    }
+
+    #[test]
+    fn one_tier_has_no_flush_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::builder()
+            .tier(TierConfig::new("only", dir.path()).with_capacity(64 << 20))
+            .write_buffer_size(1 << 20)
+            .fast_tier_wal_reserve(8 << 20)
+            .build()
+            .unwrap();
+        let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
+        assert_eq!(tiers.table_budget(0), 56 << 20);
     }
 }

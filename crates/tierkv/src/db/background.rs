@@ -322,7 +322,7 @@ impl TableSink<'_, '_> {
             .opts
             .target_file_size
             .min(ctx.opts.write_buffer_size as u64 * 2);
-        let reservation = ctx.tiers.place(preferred, base + base / 8)?;
+        let reservation = ctx.tiers.place(preferred, base + base / 8, self.kind)?;
         let tier = reservation.tier();
         let number = (self.allocate)();
         let path = ctx.tiers.path(tier, FileKind::Table, number);

@@ -97,7 +97,9 @@ fn promotable(db: &DbInner, version: &Version, state: &State, level: usize) -> O
 
 /// Copies the table to its new tier and swaps it in with one MANIFEST edit.
 pub(super) fn run(db: &DbInner, m: &Migration) -> Result<()> {
-    let reservation = db.tiers.place(m.to_tier, m.file.size)?;
+    let reservation = db
+        .tiers
+        .place(m.to_tier, m.file.size, WriteKind::Migration)?;
     if reservation.tier() != m.to_tier {
         // The target tier has no room after all: leave the table where it is.
         return Ok(());
