@@ -238,14 +238,16 @@ pub struct Profile {
     pub tuning: AutoTuning,
 }
 
-/// `placement = auto` thresholds a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
-/// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`).
+/// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
+/// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`) and `fr=` (its
+/// `fast_tier_flush_reserve`, in bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct AutoTuning {
     pub bw_low: Option<f64>,
     pub bw_high: Option<f64>,
     pub space_high: Option<f64>,
     pub space_target: Option<f64>,
+    pub flush_reserve: Option<f64>,
 }
 
 impl AutoTuning {
@@ -260,8 +262,9 @@ impl AutoTuning {
             "bwh" => &mut self.bw_high,
             "sph" => &mut self.space_high,
             "spt" => &mut self.space_target,
+            "fr" => &mut self.flush_reserve,
             _ => bail!(
-                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph or spt \
+                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph, spt or fr \
                  (e.g. auto+bwl=0.3+bwh=0.7)"
             ),
         };
@@ -449,6 +452,9 @@ mod tierkv_engine {
             }
             if let Some(v) = t.space_target {
                 b = b.auto_space_target(v);
+            }
+            if let Some(v) = t.flush_reserve {
+                b = b.fast_tier_flush_reserve(v as u64);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -899,7 +905,7 @@ mod tests {
         );
         assert!(p("auto").auto);
         assert!(p("auto+parallel").auto);
-        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85");
+        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0");
         assert_eq!(
             tuned.tuning,
             AutoTuning {
@@ -907,6 +913,7 @@ mod tests {
                 bw_high: Some(0.7),
                 space_high: Some(0.95),
                 space_target: Some(0.85),
+                flush_reserve: Some(0.0),
             }
         );
         for bad in [

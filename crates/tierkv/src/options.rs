@@ -427,11 +427,12 @@ impl Options {
             )));
         }
         if let Some(flush) = self.fast_tier_flush_reserve {
-            let budget = fast.saturating_sub(reserve);
-            if flush > budget {
+            let needed = reserve.saturating_add(flush).saturating_add(tables);
+            if fast != u64::MAX && fast < needed {
                 return Err(Error::invalid(format!(
-                    "option fast_tier_flush_reserve = {flush} is larger than tier 0's table \
-                     budget ({budget} bytes: its capacity less the WAL reserve)"
+                    "option fast_tier_flush_reserve = {flush} is too large: tiers[0].capacity = \
+                     {fast} must hold the WAL reserve ({reserve} bytes), the flush reserve and \
+                     two tables ({tables} bytes)"
                 )));
             }
         }
@@ -465,7 +466,8 @@ impl Options {
     /// flushes fell through to the capacity tier: a measured load sent 970 MiB of L0 there, and
     /// a flush on the throttled tier held writers for half a second. The default covers what
     /// L0 holds in normal operation (up to `l0_compaction_trigger` tables, the immutable
-    /// memtables and the active one, a memtable each), capped at a quarter of the table budget.
+    /// memtables and the active one, a memtable each), capped at a quarter of tier 0's capacity
+    /// less the WAL reserve.
     pub fn flush_reserve(&self) -> u64 {
         self.fast_tier_flush_reserve.unwrap_or_else(|| {
             let memtables = (self.l0_compaction_trigger + self.max_immutable_memtables + 1) as u64;
@@ -1023,7 +1025,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("option fast_tier_flush_reserve = 268435456 is larger"),
+            err.contains("option fast_tier_flush_reserve = 268435456 is too large"),
             "{err}"
         );
     }

@@ -253,14 +253,14 @@ impl Tiers {
         &self.background_limiter
     }
 
-    /// Bytes compaction outputs and migrated tables may use on `tier`: its budget, less the
-    /// WAL and flush reserves on tier 0. Placement governs this share of the fast tier.
-    pub fn table_budget(&self, tier: usize) -> u64 {
-        self.table_limit(tier, WriteKind::Compaction)
+    /// Bytes of tier 0 only flushes may take.
+    pub fn flush_reserve(&self) -> u64 {
+        self.flush_reserve
     }
 
-    /// Bytes tables written by `kind` may use on `tier`.
-    fn table_limit(&self, tier: usize, kind: WriteKind) -> u64 {
+    /// Bytes tables written by `kind` may use on `tier`: its budget, less on tier 0 the WAL
+    /// reserve and, for all but flushes, the flush reserve.
+    pub fn table_budget(&self, tier: usize, kind: WriteKind) -> u64 {
         let mut reserve = 0;
         if tier == 0 {
             reserve = self.wal_reserve;
@@ -278,7 +278,7 @@ impl Tiers {
     pub fn place(&self, preferred: usize, size: u64, kind: WriteKind) -> Result<Reservation> {
         for t in preferred..self.tiers.len() {
             let tier = &self.tiers[t];
-            let limit = self.table_limit(t, kind);
+            let limit = self.table_budget(t, kind);
             let fits = |pending: u64| {
                 let total = tier.used().saturating_add(pending).saturating_add(size);
                 (total <= limit).then_some(pending + size)
@@ -525,7 +525,8 @@ mod tests {
             .build()
             .unwrap();
         let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
-        assert_eq!(tiers.table_budget(0), 40 << 20, "64 MiB less both reserves");
+        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 40 << 20);
+        assert_eq!(tiers.table_budget(0, WriteKind::Flush), 56 << 20);
         let deep = tiers.place(0, 40 << 20, WriteKind::Compaction).unwrap();
         assert_eq!(deep.tier(), 0, "compactions fill the budget");
         let spilled = tiers.place(0, 1 << 20, WriteKind::Migration).unwrap();
@@ -559,6 +560,6 @@ mod tests {
             .build()
             .unwrap();
         let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
-        assert_eq!(tiers.table_budget(0), 56 << 20);
+        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 56 << 20);
     }
 }

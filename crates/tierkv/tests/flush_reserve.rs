@@ -97,12 +97,3 @@ fn flushes_stay_on_the_fast_tier_when_compactions_filled_it() {
         );
     }
 }
-
-#[test]
-fn without_the_reserve_a_flush_can_fall_through() {
-    // The counterpart that shows the reserve is what keeps L0 up: with no reserve, the
-    // compactions fill the whole table budget and the next flush has to go down.
-    let dir = tempfile::tempdir().unwrap();
-    let (_db, tier) = load_then_flush(dir.path(), 0);
-    assert_eq!(tier, "capacity");
-}

@@ -4,7 +4,7 @@
 //! background worker turns it into one [`Migration`] at a time:
 //! - `MoveColdestDown`: the fast tier passed its space watermark. The coldest table on it goes
 //!   to the capacity tier: the deepest level first (deeper data is read less per byte), the
-//!   oldest file of that level first.
+//!   oldest file of that level first; never an L0 table.
 //! - `MoveUp { level }`: the pointer moved down and the fast tier is idle. A table of a level
 //!   the pointer now covers that still sits on the capacity tier goes up, if the fast tier has
 //!   room for it within its budget.
@@ -60,9 +60,10 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
     Some(m)
 }
 
-/// The deepest, oldest table on tier 0 that no job is using.
+/// The deepest, oldest table on tier 0 that no job is using. L0 tables stay: compaction is
+/// about to rewrite them anyway, and flushes have their own reserve.
 fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
-    let levels = version.levels.iter().enumerate().rev();
+    let levels = version.levels.iter().enumerate().skip(1).rev();
     levels
         .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
         .filter(|(_, f)| f.tier == 0 && !state.busy_files.contains(&f.number))
@@ -79,7 +80,7 @@ fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
 fn promotable(db: &DbInner, version: &Version, state: &State, level: usize) -> Option<Migration> {
     let room = db
         .tiers
-        .table_budget(0)
+        .table_budget(0, WriteKind::Migration)
         .saturating_sub(db.tiers.get(0).used());
     version
         .levels

@@ -47,8 +47,11 @@ impl DbInner {
         if let Placer::Auto(ctl) = &self.placer {
             let reading = Reading {
                 utilisation: windows.first().and_then(|w| w.utilisation).unwrap_or(0.0),
-                space_used: self.tiers.get(0).used(),
-                space_budget: self.tiers.table_budget(0),
+                // NB: the share placement governs, without the flush reserve: with it, the
+                // watermark would sit above what compactions may fill, and the pointer and
+                // migration would never react to a full tier.
+                space_used: self.fast_space_placed(),
+                space_budget: self.tiers.table_budget(0, WriteKind::Compaction),
                 stalled,
             };
             let hint = {
@@ -63,6 +66,20 @@ impl DbInner {
                 self.bg_cv.notify_one();
             }
         }
+    }
+
+    /// Bytes of tables on the fast tier that count against the placement budget: all of them
+    /// but the L0 tables inside the flush reserve. (The budget leaves the reserve out, so
+    /// counting those would let a growing L0 push the reading past full and send deep tables
+    /// down for room only flushes may use.)
+    fn fast_space_placed(&self) -> u64 {
+        let l0_on_fast: u64 = self.versions.current().levels[0]
+            .iter()
+            .filter(|f| f.tier == 0)
+            .map(|f| f.size)
+            .sum();
+        let in_reserve = l0_on_fast.min(self.tiers.flush_reserve());
+        self.tiers.get(0).used().saturating_sub(in_reserve)
     }
 
     /// WAL priority on the fast tier: while foreground requests flow and L0 is not close to

@@ -5,7 +5,7 @@
 //! new MANIFEST before any old WAL is deleted, so a crash during recovery loses nothing: the
 //! next open replays the same WALs again.
 
-use super::background::{build_tables, OutputCtx};
+use super::background::{build_tables, OutputCtx, TableOutput};
 use super::monitor::IoSampler;
 use super::pipeline::Pipeline;
 use super::{DbInner, State, TableCache};
@@ -178,12 +178,18 @@ fn recover_to_tables(
     ctx: &OutputCtx<'_>,
 ) -> Result<(u64, Option<LogWriter>, Option<parallel::Meta>)> {
     let mut edit = VersionEdit::default();
-    let meta = replay_wals(ctx, &mut |mem| flush_recovered(ctx, &mem, &mut edit))?;
+    // NB: each table's tier space stays reserved until the MANIFEST lists it, so that the
+    // tables of several replayed memtables cannot overcommit a tier.
+    let mut outputs = Vec::new();
+    let meta = replay_wals(ctx, &mut |mem| {
+        flush_recovered(ctx, &mem, &mut edit, &mut outputs)
+    })?;
     // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL file exists:
     // after a crash in between, no WAL at or above that number exists and nothing is replayed.
     let wal_number = ctx.versions.new_file_number();
     edit.log_number = Some(wal_number);
     ctx.versions.write_new_manifest(edit)?;
+    drop(outputs);
     if ctx.opts.wal == WalMode::Parallel {
         return Ok((wal_number, None, meta));
     }
@@ -486,7 +492,12 @@ fn has_sync_evidence(ctx: &OutputCtx<'_>, numbers: &[u64]) -> Result<bool> {
     Ok(false)
 }
 
-fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionEdit) -> Result<()> {
+fn flush_recovered(
+    ctx: &OutputCtx<'_>,
+    mem: &Arc<MemTable>,
+    edit: &mut VersionEdit,
+    outputs: &mut Vec<TableOutput>,
+) -> Result<()> {
     if mem.is_empty() {
         return Ok(());
     }
@@ -503,6 +514,7 @@ fn flush_recovered(ctx: &OutputCtx<'_>, mem: &Arc<MemTable>, edit: &mut VersionE
     )?;
     edit.new_files
         .extend(files.iter().map(|out| ctx.record(0, &out.meta)));
+    outputs.extend(files);
     Ok(())
 }
 
