@@ -139,10 +139,10 @@ pub struct Options {
     /// bandwidth ceiling is underestimated).
     pub auto_bw_high: f64,
     /// `placement = auto`: share of the fast tier's table budget above which the pointer moves
-    /// up and the coldest tables move down. Default 0.9. Range above `auto_space_target`, at
+    /// up and the coldest tables move down. Default 0.95. Range above `auto_space_target`, at
     /// most 1.
     pub auto_space_high: f64,
-    /// `placement = auto`: share of the budget a move-down migration aims for. Default 0.8.
+    /// `placement = auto`: share of the budget a move-down migration aims for. Default 0.88.
     /// Range 0.05..`auto_space_high`.
     pub auto_space_target: f64,
     /// How the WAL is written. Default [`WalMode::Group`].
