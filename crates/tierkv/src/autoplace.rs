@@ -201,7 +201,7 @@ pub enum MigrationHint {
         /// Bytes to move to get back to the space target.
         bytes: u64,
     },
-    /// The pointer moved down and the fast tier is idle: move tables of `level` (the deepest
+    /// The fast tier is idle and below its space target: move tables of `level` (the deepest
     /// level the pointer covers) that still sit on the capacity tier up. Keeps being returned
     /// while the conditions hold; the caller stops when nothing is left to move.
     MoveUp {
@@ -222,7 +222,7 @@ pub struct AutoPlace {
     /// Space used at the last move up for space: another waits until usage grows past it.
     space_at_last_space_move: Option<u64>,
     /// The fast tier reached the space watermark and has not emptied much since: the covered
-    /// levels do not fit, so tables are not copied up (see `migration_hint`).
+    /// levels do not fit, so the pointer does not move down (see `wants_down`).
     space_bound: bool,
     history: VecDeque<Decision>,
     moves: u64,
@@ -349,9 +349,14 @@ impl AutoPlace {
                 return MigrationHint::MoveColdestDown { bytes };
             }
         }
+        // NB: tables of covered levels go up whenever the tier is idle and has room below the
+        // space target, not only after a move down: once compaction has deleted its inputs,
+        // a tier that passed the watermark during a load is often well below the target, and
+        // waiting for the pointer to move left a fifth of the budget unused through a whole
+        // read-heavy run. The watermark above the target keeps copies from going straight back.
         let idle = reading.utilisation < self.config.bw_low / 2.0;
-        let room = reading.space_share() < self.config.space_target && !self.space_bound;
-        if self.last_was_down && idle && room && !reading.stalled {
+        let room = reading.space_share() < self.config.space_target;
+        if idle && room && !reading.stalled {
             if let Some(level) = self.deepest_covered() {
                 return MigrationHint::MoveUp { level };
             }
@@ -798,15 +803,21 @@ mod tests {
         c.step(reading(0.1, 0), sec(t0, 5));
         assert_eq!(c.pointer().to_string(), "L1+25%");
         c.step(reading(0.9, 0), sec(t0, 6));
+        assert_eq!(c.pointer().to_string(), "L1+0%");
         assert_eq!(
             c.migration_hint(&reading(0.1, 0)),
+            MigrationHint::MoveUp { level: 0 },
+            "after a move up, covered levels still go up into room"
+        );
+        assert_eq!(
+            c.migration_hint(&reading(0.1, 8 * GIB)),
             MigrationHint::None,
-            "moved up"
+            "not at the space target"
         );
     }
 
     #[test]
-    fn no_copies_up_after_the_watermark_until_the_tier_empties() {
+    fn after_the_watermark_the_pointer_holds_but_room_is_refilled() {
         let (c, t0) = ctl(4);
         let mut c = c.with_pointer(Pointer {
             level: 2,
@@ -819,14 +830,21 @@ mod tests {
         );
         // Migration brings usage to the target; the levels the pointer covers did not fit, so
         // it holds still and nothing is copied up.
-        let at_target = reading(0.0, 7 * GIB);
+        let at_target = reading(0.0, 8 * GIB);
         assert!(c.step(at_target, sec(t0, 2)).is_none());
         assert_eq!(c.migration_hint(&at_target), MigrationHint::None);
-        // Well below the target (data deleted or compacted away): the pointer moves down and
-        // copies up resume.
+        // Compaction deletes its inputs and usage drops below the target: the pointer still
+        // holds, but the room is refilled with tables of the covered levels.
+        let below = reading(0.0, 7 * GIB);
+        assert!(c.step(below, sec(t0, 3)).is_none());
+        assert!(matches!(
+            c.migration_hint(&below),
+            MigrationHint::MoveUp { level: 1 }
+        ));
+        // Well below the target (data deleted or compacted away): the pointer moves down.
         let emptied = reading(0.0, 5 * GIB);
         assert_eq!(
-            c.step(emptied, sec(t0, 3)).unwrap().reason,
+            c.step(emptied, sec(t0, 4)).unwrap().reason,
             Reason::BandwidthLow
         );
         assert!(matches!(
