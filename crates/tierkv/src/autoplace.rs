@@ -37,7 +37,7 @@ pub const DEFAULT_BW_HIGH: f64 = 0.8;
 /// on ycsb-b picked 0.9/0.8 (0.8/0.7 left fast space unused; 0.97/0.9 copied more tables back
 /// and forth, as flushes kept crossing the watermark). The reserve now gives flushes their
 /// room, and 0.9/0.8 over the smaller budget left ycsb-b 8% slower than no reserve; 0.95/0.88
-/// holds as much on the fast tier as before and kept multiphase free of write stops. Not
+/// held as much on the fast tier as no reserve did and kept multiphase free of write stops. Not
 /// higher: a compaction output reserves up to 1.125 tables, and the watermark must be reached
 /// before outputs stop fitting, or the controller never sees a full tier.
 pub const DEFAULT_SPACE_HIGH: f64 = 0.95;

@@ -145,7 +145,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
         0,
         &mut filter,
         &|_| false,
-        WriteKind::Flush,
+        (WriteKind::Flush, mem.approximate_bytes() as u64),
         &mut || db.allocate_output(),
     )?;
     let mut edit = VersionEdit::default();
@@ -210,7 +210,7 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
         out_level,
         &mut filter,
         &is_bottom,
-        WriteKind::Compaction,
+        (WriteKind::Compaction, task.input_bytes()),
         &mut || db.allocate_output(),
     )?;
     for out in &files {
@@ -225,21 +225,24 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
 }
 
 /// Writes the entries of `iter` that `filter` keeps into tables for `level`, cutting a new
-/// table at `target_file_size` (never between two entries of one user key). On error, the
-/// partial tables are removed.
+/// table at `target_file_size` (never between two entries of one user key). `(kind,
+/// input_bytes)`: what writes them, and the bytes of its input (a memtable's, or the input
+/// tables'), which bounds each table's size estimate. On error, the partial tables are
+/// removed.
 pub(super) fn build_tables(
     ctx: &OutputCtx<'_>,
     iter: &mut dyn InternalIterator,
     level: usize,
     filter: &mut EntryFilter,
     is_bottom: &dyn Fn(&[u8]) -> bool,
-    kind: WriteKind,
+    (kind, input_bytes): (WriteKind, u64),
     allocate: &mut dyn FnMut() -> u64,
 ) -> Result<Vec<TableOutput>> {
     let mut sink = TableSink {
         ctx,
         level,
         kind,
+        input_bytes,
         allocate,
         created: Vec::new(),
         done: Vec::new(),
@@ -261,6 +264,7 @@ struct TableSink<'a, 'b> {
     ctx: &'a OutputCtx<'b>,
     level: usize,
     kind: WriteKind,
+    input_bytes: u64,
     allocate: &'a mut dyn FnMut() -> u64,
     created: Vec<std::path::PathBuf>,
     done: Vec<TableOutput>,
@@ -317,11 +321,14 @@ impl TableSink<'_, '_> {
         let preferred = ctx
             .placer
             .tier_for_new_table(self.level, ctx.tiers.all().len());
-        // Tables end a little past the target (the entry that crosses it, index and filter).
+        // Tables end a little past the target (the entry that crosses it, index and filter),
+        // and are no larger than the input (a flush's table is about its memtable's size: with
+        // the 2-memtable estimate, the flush reserve held half as many flushes as it could).
         let base = ctx
             .opts
             .target_file_size
-            .min(ctx.opts.write_buffer_size as u64 * 2);
+            .min(ctx.opts.write_buffer_size as u64 * 2)
+            .min(self.input_bytes.max(1));
         let reservation = ctx.tiers.place(preferred, base + base / 8, self.kind)?;
         let tier = reservation.tier();
         let number = (self.allocate)();

@@ -5,8 +5,8 @@
 //! - `MoveColdestDown`: the fast tier passed its space watermark. The coldest table on it goes
 //!   to the capacity tier: the deepest level first (deeper data is read less per byte), the
 //!   oldest file of that level first; never an L0 table.
-//! - `MoveUp { level }`: the pointer moved down and the fast tier is idle. A table of a level
-//!   the pointer now covers that still sits on the capacity tier goes up, if the fast tier has
+//! - `MoveUp { level }`: the fast tier is idle and below its space target. A table of a level
+//!   the pointer covers that still sits on the capacity tier goes up, if the fast tier has
 //!   room for it within its budget.
 //!
 //! A move is a copy under a new file number, synced with its directory, then one MANIFEST edit

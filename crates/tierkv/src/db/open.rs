@@ -509,7 +509,7 @@ fn flush_recovered(
         0,
         &mut filter,
         &|_| false,
-        WriteKind::Flush,
+        (WriteKind::Flush, mem.approximate_bytes() as u64),
         &mut || ctx.versions.new_file_number(),
     )?;
     edit.new_files
