@@ -513,18 +513,24 @@ mod tests {
         assert_eq!(parse_file_name("x.sst"), None);
     }
 
+    /// Tiers named `names` under `dir`, the first with 64 MiB, an 8 MiB WAL reserve and a
+    /// 16 MiB flush reserve.
+    fn tiers(dir: &Path, names: &[&str]) -> Tiers {
+        let mut b = Options::builder()
+            .write_buffer_size(1 << 20)
+            .fast_tier_wal_reserve(8 << 20)
+            .fast_tier_flush_reserve(16 << 20);
+        for (i, name) in names.iter().enumerate() {
+            let t = TierConfig::new(*name, dir.join(name));
+            b = b.tier(if i == 0 { t.with_capacity(64 << 20) } else { t });
+        }
+        Tiers::open(&b.build().unwrap(), "db", &[], false).unwrap()
+    }
+
     #[test]
     fn only_flushes_use_the_flush_reserve() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options::builder()
-            .tier(TierConfig::new("fast", dir.path().join("fast")).with_capacity(64 << 20))
-            .tier(TierConfig::new("capacity", dir.path().join("capacity")))
-            .write_buffer_size(1 << 20)
-            .fast_tier_wal_reserve(8 << 20)
-            .fast_tier_flush_reserve(16 << 20)
-            .build()
-            .unwrap();
-        let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
+        let tiers = tiers(dir.path(), &["fast", "capacity"]);
         assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 40 << 20);
         assert_eq!(tiers.table_budget(0, WriteKind::Flush), 56 << 20);
         let deep = tiers.place(0, 40 << 20, WriteKind::Compaction).unwrap();
@@ -553,13 +559,7 @@ mod tests {
     #[test]
     fn one_tier_has_no_flush_reserve() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options::builder()
-            .tier(TierConfig::new("only", dir.path()).with_capacity(64 << 20))
-            .write_buffer_size(1 << 20)
-            .fast_tier_wal_reserve(8 << 20)
-            .build()
-            .unwrap();
-        let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
+        let tiers = tiers(dir.path(), &["only"]);
         assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 56 << 20);
     }
 }
