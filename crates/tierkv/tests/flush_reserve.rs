@@ -17,7 +17,7 @@ fn value(i: u32) -> Vec<u8> {
         .collect()
 }
 
-fn opts(root: &std::path::Path, flush_reserve: u64) -> Options {
+fn opts(root: &std::path::Path) -> Options {
     Options::builder()
         .tier(TierConfig::new("fast", root.join("fast")).with_capacity(CAPACITY))
         .tier(TierConfig::new("capacity", root.join("capacity")))
@@ -32,7 +32,7 @@ fn opts(root: &std::path::Path, flush_reserve: u64) -> Options {
         .l0_slowdown_trigger(30)
         .l0_stop_trigger(40)
         .fast_tier_wal_reserve(WAL_RESERVE)
-        .fast_tier_flush_reserve(flush_reserve)
+        .fast_tier_flush_reserve(FLUSH_RESERVE)
         .build()
         .unwrap()
 }
@@ -41,8 +41,8 @@ fn opts(root: &std::path::Path, flush_reserve: u64) -> Options {
 /// Returns the database and the tier of the new L0 table, and checks the budgets on the way.
 /// (Tables flushed during the load may be on either tier: with compaction behind, L0 may grow
 /// past what the reserve holds.)
-fn load_then_flush(root: &std::path::Path, flush_reserve: u64) -> (Db, String) {
-    let db = Db::open(opts(root, flush_reserve)).unwrap();
+fn load_then_flush(root: &std::path::Path) -> (Db, String) {
+    let db = Db::open(opts(root)).unwrap();
     for i in 0..6000 {
         db.put(&WriteOptions::default(), &key(i), &value(i))
             .unwrap();
@@ -59,7 +59,7 @@ fn load_then_flush(root: &std::path::Path, flush_reserve: u64) -> (Db, String) {
         .map(|(_, _, bytes)| *bytes)
         .sum();
     assert!(
-        deep_on_fast <= CAPACITY - WAL_RESERVE - flush_reserve,
+        deep_on_fast <= CAPACITY - WAL_RESERVE - FLUSH_RESERVE,
         "compaction outputs took {deep_on_fast} bytes of the fast tier, into the flush reserve"
     );
     assert!(
@@ -87,7 +87,7 @@ fn load_then_flush(root: &std::path::Path, flush_reserve: u64) -> (Db, String) {
 #[test]
 fn flushes_stay_on_the_fast_tier_when_compactions_filled_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (db, tier) = load_then_flush(dir.path(), FLUSH_RESERVE);
+    let (db, tier) = load_then_flush(dir.path());
     assert_eq!(tier, "fast", "the flush stays on the fast tier");
     for i in (0..6040).step_by(97) {
         assert_eq!(
