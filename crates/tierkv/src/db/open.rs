@@ -106,7 +106,12 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
                     // Recovery put what the area held into tables: it is obsolete.
                     fs.remove_file(&area)?;
                 }
-                let wals = WalSet::new(number, wal.expect("group mode creates a WAL file"));
+                let wals = WalSet::new(
+                    number,
+                    wal.expect("group mode creates a WAL file"),
+                    Arc::clone(&fs),
+                    tiers.get(0).dir.clone(),
+                );
                 (
                     Arc::new(MemTable::new(number)),
                     VecDeque::new(),

@@ -333,7 +333,8 @@ impl DbInner {
     fn rotate_wal_file(&self, number: u64) -> Result<()> {
         let path = self.tiers.path(0, FileKind::Wal, number);
         let mut guard = self.wal.lock();
-        // NB: the old WAL is sealed unsynced; `WalSet` syncs it before any newer WAL is synced.
+        // NB: the old WAL is sealed unsynced, and the new one's directory entry is not synced
+        // either: `WalSet` syncs both before any newer WAL is synced.
         guard
             .as_mut()
             .ok_or_else(|| Error::Closed("the WAL is closed".into()))
@@ -342,7 +343,6 @@ impl DbInner {
                     .tiers
                     .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
                     .with_preallocation(self.opts.wal_preallocation_step());
-                self.tiers.fs().sync_dir(&self.tiers.get(0).dir)?;
                 wals.rotate(number, LogWriter::new(file, path))
             })
     }

@@ -11,11 +11,18 @@
 //!   `synced_through > 0` thus proves that every older live WAL was complete on stable
 //!   storage, which recovery uses to tell corruption from a crash that lost unsynced bytes.
 //!   Without older live WALs there is nothing to prove and no extra sync.
+//! - INVARIANT: before any sync of a WAL, the directory holding the WALs is synced if a WAL
+//!   was created since it last was. A memtable switch creates a WAL without syncing the
+//!   directory (an fsync there would stall every writer queued behind the switch); until a
+//!   write asks for durability, losing the new file's entry loses only unsynced records.
 
 use super::log::LogWriter;
+use crate::env::Fs;
 use crate::error::Result;
 use crate::options::Durability;
 use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The active WAL and the sealed, live ones. Owned by the group-commit leader.
 pub struct WalSet {
@@ -26,16 +33,24 @@ pub struct WalSet {
     sealed: VecDeque<(u64, Option<LogWriter>)>,
     /// Whether records appended to the active WAL now carry the proof described above.
     proven: bool,
+    /// The directory the WALs are created in, and whether every WAL's entry in it is durable.
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    dir_synced: bool,
 }
 
 impl WalSet {
-    /// A set whose active WAL is `writer`, numbered `number`, with no older WAL live.
-    pub fn new(number: u64, writer: LogWriter) -> Self {
+    /// A set whose active WAL is `writer`, numbered `number`, with no older WAL live. The
+    /// caller has synced `dir` since creating the WAL.
+    pub fn new(number: u64, writer: LogWriter, fs: Arc<dyn Fs>, dir: PathBuf) -> Self {
         WalSet {
             active: writer,
             active_number: number,
             sealed: VecDeque::new(),
             proven: false,
+            fs,
+            dir,
+            dir_synced: true,
         }
     }
 
@@ -48,6 +63,10 @@ impl WalSet {
         durability: Durability,
         marker: impl FnOnce() -> Vec<u8>,
     ) -> Result<()> {
+        if durability == Durability::Sync && !self.dir_synced {
+            self.fs.sync_dir(&self.dir)?;
+            self.dir_synced = true;
+        }
         if durability == Durability::Sync && !self.proven && !self.sealed.is_empty() {
             self.sync_sealed()?;
             if self.active.size() == 0 {
@@ -77,8 +96,10 @@ impl WalSet {
         Ok(())
     }
 
-    /// Seals the active WAL (its bytes go to the OS, unsynced) and makes `writer` active.
+    /// Seals the active WAL (its bytes go to the OS, unsynced) and makes `writer`, a file
+    /// just created in the WAL directory, active.
     pub fn rotate(&mut self, number: u64, writer: LogWriter) -> Result<()> {
+        self.dir_synced = false;
         self.active.flush()?;
         let old = std::mem::replace(&mut self.active, writer);
         let old_number = std::mem::replace(&mut self.active_number, number);
@@ -110,5 +131,81 @@ impl WalSet {
             }
         }
         self.active.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{BufferedFile, CrashPolicy, FaultFs};
+    use crate::wal::log::{LogReader, RecoveryMode};
+    use std::path::Path;
+
+    fn wal(fs: &Arc<FaultFs>, number: u64) -> LogWriter {
+        let path = PathBuf::from(format!("/db/{number:06}.log"));
+        let file = BufferedFile::new(fs.create(&path).unwrap(), 4096);
+        LogWriter::new(file, path)
+    }
+
+    fn records(fs: &FaultFs, number: u64) -> Option<Vec<Vec<u8>>> {
+        let path = PathBuf::from(format!("/db/{number:06}.log"));
+        if !fs.exists(&path) {
+            return None;
+        }
+        let mut reader = LogReader::open(fs, &path, RecoveryMode::TolerateCorruptedTail).unwrap();
+        let mut out = Vec::new();
+        while let Some((_, payload)) = reader.next_record().unwrap() {
+            out.push(payload.to_vec());
+        }
+        Some(out)
+    }
+
+    fn set(fs: &Arc<FaultFs>) -> WalSet {
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let first = wal(fs, 1);
+        fs.sync_dir(Path::new("/db")).unwrap();
+        WalSet::new(
+            1,
+            first,
+            Arc::clone(fs) as Arc<dyn Fs>,
+            PathBuf::from("/db"),
+        )
+    }
+
+    #[test]
+    fn a_switch_does_not_sync_the_directory() {
+        let fs = FaultFs::new(1);
+        let mut wals = set(&fs);
+        wals.append(&[b"a"], Durability::Sync, Vec::new).unwrap();
+        let syncs = fs.sync_count();
+        wals.rotate(2, wal(&fs, 2)).unwrap();
+        wals.append(&[b"b"], Durability::Flush, Vec::new).unwrap();
+        assert_eq!(fs.sync_count(), syncs, "no sync until a write asks for one");
+        fs.crash(CrashPolicy::DropUnsynced);
+        assert_eq!(records(&fs, 1), Some(vec![b"a".to_vec()]));
+        assert_eq!(
+            records(&fs, 2),
+            None,
+            "the new WAL's entry was never synced"
+        );
+    }
+
+    #[test]
+    fn a_synced_write_after_a_switch_survives_with_its_file() {
+        let fs = FaultFs::new(2);
+        let mut wals = set(&fs);
+        wals.append(&[b"a"], Durability::Buffered, Vec::new)
+            .unwrap();
+        wals.rotate(2, wal(&fs, 2)).unwrap();
+        wals.rotate(3, wal(&fs, 3)).unwrap();
+        wals.append(&[b"c"], Durability::Sync, || b"marker".to_vec())
+            .unwrap();
+        fs.crash(CrashPolicy::DropUnsynced);
+        assert_eq!(records(&fs, 1), Some(vec![b"a".to_vec()]));
+        assert_eq!(records(&fs, 2), Some(vec![]));
+        assert_eq!(
+            records(&fs, 3),
+            Some(vec![b"marker".to_vec(), b"c".to_vec()])
+        );
     }
 }
