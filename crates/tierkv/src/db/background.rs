@@ -72,6 +72,10 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 let ready = state.imm.front().filter(|m| !m.has_pending_writes());
                 if let Some(mem) = ready.cloned() {
                     state.flush_running = true;
+                    // NB: a flush never yields the CPU: while it runs, the memtables are what
+                    // writers wait on, and at a lowered priority behind busy clients a flush
+                    // took long enough for them to fill.
+                    set_thread_nice(0);
                     return Some(Job::Flush(mem));
                 }
             }
@@ -108,7 +112,11 @@ fn yield_to_foreground(db: &DbInner, l0_files: usize) {
         .foreground_busy
         .load(std::sync::atomic::Ordering::Acquire)
         && l0_files < db.opts.l0_slowdown_trigger / 2;
-    let nice = if busy { 5 } else { 0 };
+    set_thread_nice(if busy { 5 } else { 0 });
+}
+
+/// Sets the calling thread's nice value (Linux: `setpriority` with who = 0 names the thread).
+fn set_thread_nice(nice: i32) {
     // SAFETY: setpriority on the calling thread (who = 0) only reads its arguments.
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, 0, nice);
