@@ -12,9 +12,11 @@
 # - The fast tier holds most of the database: SpanDB's usable Optane space was about 330 GB of
 #   a 512 GB database, so FAST_SHARE (default 0.64) of the loaded data, where
 #   bench-placement.sh's 1 GiB cap is about 40%.
+# - Each YCSB run phase is preceded by WARMUP unmeasured requests (default 30% of OPS), as
+#   SpanDB's were: automatic placement adapts to the workload before it is measured.
 # The database is 5x the lab's memory (LAB_MEM, default 512M). Each engine runs in its own
 # process; ROUNDS=N repeats each block with the order rotated. JSON reports and the log go to
-# $OUT.
+# $OUT. BENCH=path runs an already built tierkv-bench instead of building one.
 #
 #   sudo scripts/bench-fig8.sh
 #   sudo ROUNDS=2 READ_PLACEMENTS=tierkv:pl,tierkv:lad3,tierkv:auto scripts/bench-fig8.sh
@@ -29,14 +31,17 @@ RECORDS=$(python3 -c "print(int(5 * $MEM_BYTES / 1040))")
 FAST_SHARE=${FAST_SHARE:-0.64}
 FAST_CAP=$(python3 -c "print(int($FAST_SHARE * $RECORDS * 1040))")
 OPS=${OPS:-700000}
+WARMUP=${WARMUP:-$((OPS * 3 / 10))}
 WRITE_RECORDS=${WRITE_RECORDS:-1000000}
 ROUNDS=${ROUNDS:-1}
 PLACEMENTS=tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto
 READ_PLACEMENTS=${READ_PLACEMENTS:-$PLACEMENTS}
 WORKLOADS=${WORKLOADS:-fillrandom ycsb-a ycsb-b}
 mkdir -p "$OUT"
-cargo build --release -p tierkv-bench
-BENCH=$PWD/target/release/tierkv-bench
+if [ -z "${BENCH:-}" ]; then
+    cargo build --release -p tierkv-bench
+    BENCH=$PWD/target/release/tierkv-bench
+fi
 OUT_ABS=$(cd "$OUT" && pwd)
 
 scripts/lab.sh -- bash -c "
@@ -45,7 +50,7 @@ common=\"--tier fast=\$LAB_FAST --tier capacity=\$LAB_CAPACITY --device fast=\$L
 for w in $WORKLOADS; do
     case \$w in
         fillrandom) $BENCH --compare $PLACEMENTS --workload fillrandom --records $WRITE_RECORDS \$common --json $OUT_ABS/fig8-fillrandom.json ;;
-        *) $BENCH --compare $READ_PLACEMENTS --workload \$w --records $RECORDS --ops $OPS \$common --json $OUT_ABS/fig8-\$w.json ;;
+        *) $BENCH --compare $READ_PLACEMENTS --workload \$w --records $RECORDS --ops $OPS --warmup $WARMUP \$common --json $OUT_ABS/fig8-\$w.json ;;
     esac
 done
 " 2>&1 | tee "$OUT_ABS/log.txt"

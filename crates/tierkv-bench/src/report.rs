@@ -87,6 +87,8 @@ pub struct RunRecord<'a> {
     pub inflight_note: Option<&'a str>,
     /// Most point reads per multi-get (1 = one get per read).
     pub multiget: usize,
+    /// Unmeasured operations run between the load and the run phase.
+    pub warmup_ops: u64,
     /// Whether writes were synced.
     pub sync: bool,
     /// Load phase, if any.
@@ -164,6 +166,7 @@ impl RunRecord<'_> {
             "multiget_keys_per_batch": self.run.keys_per_multiget(),
             "multiget_latency_note": multiget_latency_note(self.multiget),
             "sync": self.sync,
+            "warmup_ops": self.warmup_ops,
             "ops": self.run.ops,
             "seconds": self.run.seconds,
             "throughput_ops_per_sec": self.run.throughput(),
@@ -203,6 +206,12 @@ impl RunRecord<'_> {
         );
         if let Some(note) = self.inflight_note {
             println!("  NOTE: {note}");
+        }
+        if self.warmup_ops > 0 {
+            println!(
+                "  warm-up: {} ops before the run, not measured",
+                self.warmup_ops
+            );
         }
         if let Some(note) = multiget_latency_note(self.multiget) {
             let per_batch = self.run.keys_per_multiget().unwrap_or(0.0);

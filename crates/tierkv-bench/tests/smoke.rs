@@ -536,3 +536,43 @@ fn rocksdb_and_tierkv_multiget_side_by_side() {
         assert_eq!(found["attempted"], 2000, "{r}");
     }
 }
+
+#[test]
+fn warmup_requests_run_before_the_run_phase_and_are_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("warm.json");
+    let out = bench(&[
+        "--engine",
+        "tierkv",
+        "--workload",
+        "ycsb-c",
+        "--records",
+        "1000",
+        "--ops",
+        "1000",
+        "--warmup",
+        "600",
+        "--quiet",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = read_json(&json);
+    assert_eq!(run["warmup_ops"], 600);
+    assert_eq!(run["ops"], 1000);
+    assert_eq!(run["reads_found"]["attempted"], 1000);
+    // The engine's own counters saw the warm-up's reads as well as the run's.
+    let served: u64 = run["reads_served"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(served, 1600, "{run}");
+}
