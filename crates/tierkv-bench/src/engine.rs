@@ -239,8 +239,8 @@ pub struct Profile {
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
-/// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`) and `fr=` (its
-/// `fast_tier_flush_reserve`, in bytes).
+/// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`), `fr=` (its
+/// `fast_tier_flush_reserve`, in bytes) and `mr=` (its `auto_migration_busy_rate`, bytes/s).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct AutoTuning {
     pub bw_low: Option<f64>,
@@ -248,6 +248,7 @@ pub struct AutoTuning {
     pub space_high: Option<f64>,
     pub space_target: Option<f64>,
     pub flush_reserve: Option<f64>,
+    pub migration_rate: Option<f64>,
 }
 
 impl AutoTuning {
@@ -255,7 +256,7 @@ impl AutoTuning {
         *self == AutoTuning::default()
     }
 
-    /// Sets the threshold `name` (`bwl`, `bwh`, `sph` or `spt`) from a profile part.
+    /// Sets the setting `name` (`bwl`, `bwh`, `sph`, `spt`, `fr` or `mr`) from a profile part.
     fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let slot = match name {
             "bwl" => &mut self.bw_low,
@@ -263,8 +264,9 @@ impl AutoTuning {
             "sph" => &mut self.space_high,
             "spt" => &mut self.space_target,
             "fr" => &mut self.flush_reserve,
+            "mr" => &mut self.migration_rate,
             _ => bail!(
-                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph, spt or fr \
+                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph, spt, fr or mr \
                  (e.g. auto+bwl=0.3+bwh=0.7)"
             ),
         };
@@ -455,6 +457,9 @@ mod tierkv_engine {
             }
             if let Some(v) = t.flush_reserve {
                 b = b.fast_tier_flush_reserve(v as u64);
+            }
+            if let Some(v) = t.migration_rate {
+                b = b.auto_migration_busy_rate(v as u64);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -905,7 +910,7 @@ mod tests {
         );
         assert!(p("auto").auto);
         assert!(p("auto+parallel").auto);
-        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0");
+        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864");
         assert_eq!(
             tuned.tuning,
             AutoTuning {
@@ -914,6 +919,7 @@ mod tests {
                 space_high: Some(0.95),
                 space_target: Some(0.85),
                 flush_reserve: Some(0.0),
+                migration_rate: Some(67108864.0),
             }
         );
         for bad in [

@@ -45,6 +45,11 @@ pub const DEFAULT_SPACE_HIGH: f64 = 0.95;
 /// below the watermark, not just to it, keeps the next table from crossing it again at once.
 /// Chosen with the watermark (see there).
 pub const DEFAULT_SPACE_TARGET: f64 = 0.88;
+/// Default pace of a migration while foreground requests flow, bytes/s (unpaced when they
+/// stop): a trickle, because its reads share the slower tier with foreground reads. One block
+/// of Fig. 8's ycsb-b in the paper's setting (BENCHMARKS.md) ran 64 MiB/s beside it: 30 402
+/// against 33 239 ops/s, ending with less on the fast tier, so no gain was shown for more.
+pub const DEFAULT_MIGRATION_BUSY_RATE: u64 = 16 << 20;
 /// Default pointer step, as a share of a level: a quarter level per move lets the pointer
 /// settle inside a level (SpanDB's best run held ~72% of L4) without crawling. Not swept.
 pub const DEFAULT_STEP: f64 = 0.25;

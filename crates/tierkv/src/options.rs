@@ -145,6 +145,10 @@ pub struct Options {
     /// `placement = auto`: share of the budget a move-down migration aims for. Default 0.88.
     /// Range 0.05..`auto_space_high`.
     pub auto_space_target: f64,
+    /// `placement = auto`: bytes/s a migration copies while foreground requests flow (it runs
+    /// unpaced when they stop): its reads share the slower tier with foreground reads. Default
+    /// 16 MiB/s (see `autoplace::DEFAULT_MIGRATION_BUSY_RATE`); at least 1.
+    pub auto_migration_busy_rate: u64,
     /// How the WAL is written. Default [`WalMode::Group`].
     pub wal: WalMode,
     /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
@@ -243,6 +247,7 @@ impl Default for Options {
             auto_bw_high: autoplace::DEFAULT_BW_HIGH,
             auto_space_high: autoplace::DEFAULT_SPACE_HIGH,
             auto_space_target: autoplace::DEFAULT_SPACE_TARGET,
+            auto_migration_busy_rate: autoplace::DEFAULT_MIGRATION_BUSY_RATE,
             wal: WalMode::Group,
             wal_loggers: 3,
             wal_inflight: 4,
@@ -360,6 +365,12 @@ impl Options {
         check_range("auto_bw_high", self.auto_bw_high, 0.01, 4.0)?;
         check_range("auto_space_high", self.auto_space_high, 0.05, 1.0)?;
         check_range("auto_space_target", self.auto_space_target, 0.05, 1.0)?;
+        if self.auto_migration_busy_rate == 0 {
+            return Err(Error::invalid(
+                "option auto_migration_busy_rate = 0: migrations would never finish while \
+                 requests flow (give bytes per second, at least 1)",
+            ));
+        }
         check_below(
             ("auto_bw_low", self.auto_bw_low),
             ("auto_bw_high", self.auto_bw_high),
@@ -637,6 +648,8 @@ struct TomlOptions {
     auto_bw_high: Option<f64>,
     auto_space_high: Option<f64>,
     auto_space_target: Option<f64>,
+    #[serde(default, deserialize_with = "de_opt_size")]
+    auto_migration_busy_rate: Option<u64>,
     wal: Option<WalMode>,
     wal_loggers: Option<usize>,
     wal_inflight: Option<usize>,
@@ -696,6 +709,9 @@ impl TomlOptions {
             auto_bw_high: self.auto_bw_high.unwrap_or(d.auto_bw_high),
             auto_space_high: self.auto_space_high.unwrap_or(d.auto_space_high),
             auto_space_target: self.auto_space_target.unwrap_or(d.auto_space_target),
+            auto_migration_busy_rate: self
+                .auto_migration_busy_rate
+                .unwrap_or(d.auto_migration_busy_rate),
             wal: self.wal.unwrap_or(d.wal),
             wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
@@ -804,6 +820,8 @@ impl OptionsBuilder {
         auto_space_high: f64,
         /// See [`Options::auto_space_target`].
         auto_space_target: f64,
+        /// See [`Options::auto_migration_busy_rate`].
+        auto_migration_busy_rate: u64,
         /// See [`Options::wal`].
         wal: WalMode,
         /// See [`Options::wal_loggers`].
@@ -964,6 +982,7 @@ mod tests {
             auto_bw_high = 0.7
             auto_space_high = 0.95
             auto_space_target = 0.85
+            auto_migration_busy_rate = "32MiB"
             fast_tier_flush_reserve = "96MiB"
             [[tier]]
             name = "fast"
@@ -987,6 +1006,7 @@ mod tests {
         assert_eq!(opts.placement, Placement::Auto);
         assert_eq!(opts.fast_tier_bandwidth, Some(2 << 30));
         assert_eq!(opts.flush_reserve(), 96 << 20);
+        assert_eq!(opts.auto_migration_busy_rate, 32 << 20);
         let ctl = opts.auto_place_config();
         assert_eq!(
             (ctl.bw_low, ctl.bw_high, ctl.space_high, ctl.space_target),
@@ -1046,6 +1066,8 @@ mod tests {
             err.contains("option auto_space_high = 1.5 is out of range"),
             "{err}"
         );
+        let err = build(Options::builder().auto_migration_busy_rate(0));
+        assert!(err.contains("option auto_migration_busy_rate = 0"), "{err}");
         let err = build(Options::builder().auto_bw_high(f64::NAN));
         assert!(err.contains("auto_bw_high"), "{err}");
         let ok = Options::builder()

@@ -27,11 +27,6 @@ use std::sync::Arc;
 /// Bytes copied per read and write.
 const COPY_CHUNK: usize = 1 << 20;
 
-/// Copy rate while foreground requests flow: migration reads the capacity tier, which also
-/// serves foreground reads, so it trickles then and runs at full speed when the foreground is
-/// quiet. A starting point, not yet tuned by measurement.
-pub(super) const BUSY_MIGRATION_RATE: u64 = 16 << 20;
-
 /// One table to move.
 pub(super) struct Migration {
     pub level: usize,

@@ -92,7 +92,7 @@ impl DbInner {
         let busy = foreground && l0 < self.opts.l0_slowdown_trigger / 2;
         let rate = ceiling.filter(|_| busy).map(|c| c / 2);
         self.tiers.background_limiter().set_rate(rate);
-        let migration = foreground.then_some(super::migrate::BUSY_MIGRATION_RATE);
+        let migration = foreground.then_some(self.opts.auto_migration_busy_rate);
         self.migration_limiter.set_rate(migration);
     }
 
