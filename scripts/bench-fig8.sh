@@ -17,7 +17,7 @@
 #   and LAD-0..3 together held 27.3 GB, about 5%; with that base, this lab's 2.5 GiB database
 #   would have two levels and LAD-3 would cover all of it. LEVEL_BASE (default 32 MiB, tables of
 #   FILE_SIZE, default 32 MiB) gives three: L1 32 MiB, L2 320 MiB, L3 the rest, so LAD-3 holds
-#   about 14% of the data and automatic placement can take part of L3, as in the paper.
+#   about 13% of the data and automatic placement can take part of L3, as in the paper.
 # - Each YCSB run phase is preceded by WARMUP unmeasured requests (default 30% of OPS), as
 #   SpanDB's were: automatic placement adapts to the workload before it is measured.
 # The database is 5x the lab's memory (LAB_MEM, default 512M). Each engine runs in its own

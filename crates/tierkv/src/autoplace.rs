@@ -207,11 +207,16 @@ pub enum MigrationHint {
         bytes: u64,
     },
     /// The fast tier is idle and below its space target: move tables of `level` (the deepest
-    /// level the pointer covers) that still sit on the capacity tier up. Keeps being returned
-    /// while the conditions hold; the caller stops when nothing is left to move.
+    /// level the pointer covers) that still sit on the capacity tier up, if one fits in
+    /// `room`. Keeps being returned while the conditions hold; the caller stops when nothing
+    /// is left to move.
     MoveUp {
         /// Level whose tables to promote.
         level: usize,
+        /// Bytes a promoted table may take: the distance to the space target, so that a copy
+        /// never lands past it (a table larger than the gap to the watermark would cross it
+        /// and be sent straight back down).
+        room: u64,
     },
 }
 
@@ -347,8 +352,8 @@ impl AutoPlace {
 
     /// What background migration should do given `reading` (pure policy).
     pub fn migration_hint(&self, reading: &Reading) -> MigrationHint {
+        let target = (reading.space_budget as f64 * self.config.space_target) as u64;
         if reading.space_share() > self.config.space_high {
-            let target = (reading.space_budget as f64 * self.config.space_target) as u64;
             let bytes = reading.space_used.saturating_sub(target);
             if bytes > 0 {
                 return MigrationHint::MoveColdestDown { bytes };
@@ -358,12 +363,13 @@ impl AutoPlace {
         // space target, not only after a move down: once compaction has deleted its inputs,
         // a tier that passed the watermark during a load is often well below the target, and
         // waiting for the pointer to move left a fifth of the budget unused through a whole
-        // read-heavy run. The watermark above the target keeps copies from going straight back.
+        // read-heavy run. A copy must fit below the target, and the watermark above it keeps
+        // the tables compactions add from sending copies straight back.
         let idle = reading.utilisation < self.config.bw_low / 2.0;
-        let room = reading.space_share() < self.config.space_target;
-        if idle && room && !reading.stalled {
+        let room = target.saturating_sub(reading.space_used);
+        if idle && room > 0 && !reading.stalled {
             if let Some(level) = self.deepest_covered() {
-                return MigrationHint::MoveUp { level };
+                return MigrationHint::MoveUp { level, room };
             }
         }
         MigrationHint::None
@@ -788,9 +794,21 @@ mod tests {
         assert!(bytes.abs_diff(want) <= 1);
         c.step(reading(0.1, 0), sec(t0, 1));
         assert_eq!(c.pointer().to_string(), "L0+25%");
+        let target = (10 * GIB) as f64 * 0.8;
         assert_eq!(
             c.migration_hint(&reading(0.1, 0)),
-            MigrationHint::MoveUp { level: 0 }
+            MigrationHint::MoveUp {
+                level: 0,
+                room: target as u64
+            }
+        );
+        assert_eq!(
+            c.migration_hint(&reading(0.1, 7 * GIB)),
+            MigrationHint::MoveUp {
+                level: 0,
+                room: target as u64 - 7 * GIB
+            },
+            "room is what is left below the target"
         );
         assert_eq!(
             c.migration_hint(&reading(0.3, 0)),
@@ -800,18 +818,22 @@ mod tests {
         for s in 2..=4 {
             c.step(reading(0.1, 0), sec(t0, s));
         }
-        assert_eq!(
-            c.migration_hint(&reading(0.1, 0)),
-            MigrationHint::MoveUp { level: 0 },
+        assert!(
+            matches!(
+                c.migration_hint(&reading(0.1, 0)),
+                MigrationHint::MoveUp { level: 0, .. }
+            ),
             "L1+0%: L0 is the deepest covered"
         );
         c.step(reading(0.1, 0), sec(t0, 5));
         assert_eq!(c.pointer().to_string(), "L1+25%");
         c.step(reading(0.9, 0), sec(t0, 6));
         assert_eq!(c.pointer().to_string(), "L1+0%");
-        assert_eq!(
-            c.migration_hint(&reading(0.1, 0)),
-            MigrationHint::MoveUp { level: 0 },
+        assert!(
+            matches!(
+                c.migration_hint(&reading(0.1, 0)),
+                MigrationHint::MoveUp { level: 0, .. }
+            ),
             "after a move up, covered levels still go up into room"
         );
         assert_eq!(
@@ -844,7 +866,7 @@ mod tests {
         assert!(c.step(below, sec(t0, 3)).is_none());
         assert!(matches!(
             c.migration_hint(&below),
-            MigrationHint::MoveUp { level: 1 }
+            MigrationHint::MoveUp { level: 1, .. }
         ));
         // Well below the target (data deleted or compacted away): the pointer moves down.
         let emptied = reading(0.0, 5 * GIB);

@@ -5,9 +5,9 @@
 //! - `MoveColdestDown`: the fast tier passed its space watermark. The coldest table on it goes
 //!   to the capacity tier: the deepest level first (deeper data is read less per byte), the
 //!   oldest file of that level first; never an L0 table.
-//! - `MoveUp { level }`: the fast tier is idle and below its space target. A table of a level
-//!   the pointer covers that still sits on the capacity tier goes up, if the fast tier has
-//!   room for it within its budget.
+//! - `MoveUp { level, room }`: the fast tier is idle and below its space target. A table of a
+//!   level the pointer covers that still sits on the capacity tier goes up, if it fits in
+//!   `room` (what is left below the space target) and in the fast tier's budget.
 //!
 //! A move is a copy under a new file number, synced with its directory, then one MANIFEST edit
 //! that deletes the old number and adds the new one at the same level; the old file becomes
@@ -42,7 +42,7 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
     let candidate = match state.migration {
         MigrationHint::None => None,
         MigrationHint::MoveColdestDown { .. } => coldest_on_fast(version, state),
-        MigrationHint::MoveUp { level } => promotable(db, version, state, level),
+        MigrationHint::MoveUp { level, room } => promotable(db, version, state, level, room),
     };
     let Some(m) = candidate else {
         state.migration = MigrationHint::None;
@@ -71,12 +71,19 @@ fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
 }
 
 /// A table of a level at or above `level` (covered by the pointer) on a slower tier, that fits
-/// the fast tier's budget.
-fn promotable(db: &DbInner, version: &Version, state: &State, level: usize) -> Option<Migration> {
+/// both `room` and the fast tier's budget.
+fn promotable(
+    db: &DbInner,
+    version: &Version,
+    state: &State,
+    level: usize,
+    room: u64,
+) -> Option<Migration> {
     let room = db
         .tiers
         .table_budget(0, WriteKind::Migration)
-        .saturating_sub(db.tiers.get(0).used());
+        .saturating_sub(db.tiers.get(0).used())
+        .min(room);
     version
         .levels
         .iter()

@@ -87,7 +87,8 @@ pub(crate) struct DbInner {
     io_sampler: Mutex<monitor::IoSampler>,
     /// Where new tables go (fixed split or the automatic controller).
     placer: crate::placement::Placer,
-    /// Paces migration copies (`Options::auto_migration_busy_rate` while foreground requests flow).
+    /// Paces migration copies: `Options::auto_migration_busy_rate` while foreground requests
+    /// flow, unpaced otherwise.
     migration_limiter: crate::ratelimit::RateLimiter,
     /// While writes are slowed: when the next write may start. Only the leader takes it.
     next_write_at: Mutex<Option<std::time::Instant>>,
