@@ -25,6 +25,18 @@ fn bench(args: &[&str]) -> std::process::Output {
         .expect("run tierkv-bench")
 }
 
+/// Runs tierkv-bench with `args` and checks that it succeeded.
+fn bench_ok(args: &[&str]) -> std::process::Output {
+    let out = bench(args);
+    assert!(
+        out.status.success(),
+        "tierkv-bench {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn every_workload_runs_and_reports() {
     for multiget in ["1", "8"] {
@@ -38,7 +50,7 @@ fn every_workload_runs_and_reports_with(multiget: &str) {
     let dir = tempfile::tempdir().unwrap();
     for w in WORKLOADS {
         let json = dir.path().join(format!("{w}.json"));
-        let out = bench(&[
+        bench_ok(&[
             "--multiget",
             multiget,
             "--workload",
@@ -61,11 +73,6 @@ fn every_workload_runs_and_reports_with(multiget: &str) {
             "--json",
             json.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{w} --multiget {multiget}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert_eq!(report["workload"], w);
@@ -96,7 +103,7 @@ fn every_workload_runs_and_reports_with(multiget: &str) {
 fn compare_prints_ratios_and_writes_both_records() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cmp.json");
-    let out = bench(&[
+    let out = bench_ok(&[
         "--compare",
         "tierkv:pl,tierkv:lad1",
         "--workload",
@@ -111,11 +118,6 @@ fn compare_prints_ratios_and_writes_both_records() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("comparison (ratios against tierkv:pl)"),
@@ -203,12 +205,7 @@ fn inflight_drives_the_async_api_on_every_op_kind() {
         if sync {
             args.push("--sync");
         }
-        let out = bench(&args);
-        assert!(
-            out.status.success(),
-            "{w}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bench_ok(&args);
         let report = read_json(&json);
         assert_eq!(report["ops"], 1500, "{w}");
         assert_eq!(report["inflight"], 8, "{w}");
@@ -246,7 +243,7 @@ fn inflight_drives_the_async_api_on_every_op_kind() {
 fn wal_profiles_run_side_by_side_with_inflight() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("wal.json");
-    let out = bench(&[
+    let out = bench_ok(&[
         "--compare",
         "tierkv:group,tierkv:parallel,tierkv:pl+parallel",
         "--workload",
@@ -268,11 +265,6 @@ fn wal_profiles_run_side_by_side_with_inflight() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("comparison (ratios against tierkv:group)"),
@@ -304,7 +296,7 @@ fn wal_profiles_run_synchronously_too() {
     let dir = tempfile::tempdir().unwrap();
     for engine in ["tierkv:group", "tierkv:parallel"] {
         let json = dir.path().join("sync.json");
-        let out = bench(&[
+        bench_ok(&[
             "--engine",
             engine,
             "--workload",
@@ -324,11 +316,6 @@ fn wal_profiles_run_synchronously_too() {
             "--json",
             json.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{engine}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let report = read_json(&json);
         assert_eq!(report["engine"], engine);
         assert_eq!(report["inflight"], 1);
@@ -434,7 +421,7 @@ fn multiget_batches_point_reads_and_reports_per_batch_latency() {
         ("ycsb-f", "4"),
     ] {
         let json = dir.path().join(format!("{w}-{inflight}-mget.json"));
-        let out = bench(&[
+        let out = bench_ok(&[
             "--workload",
             w,
             "--multiget",
@@ -460,11 +447,6 @@ fn multiget_batches_point_reads_and_reports_per_batch_latency() {
             json.to_str().unwrap(),
         ]);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{w}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert!(stdout.contains("multiget 8"), "{stdout}");
         assert!(
             stdout.contains("NOTE: mget latencies are per multi-get"),
@@ -497,7 +479,7 @@ fn multiget_batches_point_reads_and_reports_per_batch_latency() {
 fn rocksdb_and_tierkv_multiget_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("mget.json");
-    let out = bench(&[
+    let out = bench_ok(&[
         "--compare",
         "rocksdb,tierkv",
         "--workload",
@@ -520,11 +502,6 @@ fn rocksdb_and_tierkv_multiget_side_by_side() {
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
         stdout.contains("count each multi-get as one sample"),
         "{stdout}"
     );
@@ -541,7 +518,7 @@ fn rocksdb_and_tierkv_multiget_side_by_side() {
 fn warmup_requests_run_before_the_run_phase_and_are_not_measured() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("warm.json");
-    let out = bench(&[
+    bench_ok(&[
         "--engine",
         "tierkv",
         "--workload",
@@ -558,11 +535,6 @@ fn warmup_requests_run_before_the_run_phase_and_are_not_measured() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let run = read_json(&json);
     assert_eq!(run["warmup_ops"], 600);
     assert_eq!(run["ops"], 1000);
