@@ -206,10 +206,9 @@ pub enum MigrationHint {
         /// Bytes to move to get back to the space target.
         bytes: u64,
     },
-    /// The fast tier is idle and below its space target: move tables of `level` (the deepest
-    /// level the pointer covers) that still sit on the capacity tier up, if one fits in
-    /// `room`. Keeps being returned while the conditions hold; the caller stops when nothing
-    /// is left to move.
+    /// The fast tier is idle: move tables of `level` (the deepest level the pointer covers) or
+    /// above that still sit on the capacity tier up, if one fits in `room`. Keeps being
+    /// returned while the conditions hold; the caller stops when nothing is left to move.
     MoveUp {
         /// Level whose tables to promote.
         level: usize,
@@ -365,9 +364,11 @@ impl AutoPlace {
         // waiting for the pointer to move left a fifth of the budget unused through a whole
         // read-heavy run. A copy must fit below the target, and the watermark above it keeps
         // the tables compactions add from sending copies straight back.
+        // NB: an idle tier with no room below the target still gets the hint: migration may
+        // then move a deep table down to make room for an upper level's (see `db::migrate`).
         let idle = reading.utilisation < self.config.bw_low / 2.0;
         let room = target.saturating_sub(reading.space_used);
-        if idle && room > 0 && !reading.stalled {
+        if idle && !reading.stalled {
             if let Some(level) = self.deepest_covered() {
                 return MigrationHint::MoveUp { level, room };
             }
@@ -838,8 +839,8 @@ mod tests {
         );
         assert_eq!(
             c.migration_hint(&reading(0.1, 8 * GIB)),
-            MigrationHint::None,
-            "not at the space target"
+            MigrationHint::MoveUp { level: 0, room: 0 },
+            "at the space target: no room, but migration may still make room for upper levels"
         );
     }
 
@@ -856,10 +857,13 @@ mod tests {
             Reason::SpaceHigh
         );
         // Migration brings usage to the target; the levels the pointer covers did not fit, so
-        // it holds still and nothing is copied up.
+        // it holds still and there is no room to copy up into.
         let at_target = reading(0.0, 8 * GIB);
         assert!(c.step(at_target, sec(t0, 2)).is_none());
-        assert_eq!(c.migration_hint(&at_target), MigrationHint::None);
+        assert_eq!(
+            c.migration_hint(&at_target),
+            MigrationHint::MoveUp { level: 1, room: 0 }
+        );
         // Compaction deletes its inputs and usage drops below the target: the pointer still
         // holds, but the room is refilled with tables of the covered levels.
         let below = reading(0.0, 7 * GIB);

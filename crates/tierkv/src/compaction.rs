@@ -175,9 +175,13 @@ impl EntryFilter {
             self.current_key = Some(p.user_key.to_vec());
             self.newer_seq_for_key = key::MAX_SEQNO;
         }
+        // NB: an entry equal to the one before it is a duplicate a chunked compaction left
+        // behind when it crashed (its outputs and its source inputs both listed; see
+        // `db::background::Chunks`): one copy is enough, whatever the snapshots.
+        let duplicate = self.newer_seq_for_key == p.seq;
         let shadowed = self.newer_seq_for_key <= self.oldest_snapshot;
         self.newer_seq_for_key = p.seq;
-        if shadowed {
+        if shadowed || duplicate {
             return false;
         }
         let dead_tombstone =
@@ -293,5 +297,22 @@ mod tests {
         let mut f = EntryFilter::new(10);
         assert!(f.keep(&k(8, ValueKind::Deletion), |_| false));
         assert!(!f.keep(&k(2, ValueKind::Value), |_| false));
+    }
+
+    #[test]
+    fn filter_keeps_one_copy_of_a_duplicated_entry() {
+        let k = |key: &[u8], seq| internal_key(key, seq, ValueKind::Value);
+        // A snapshot older than both copies would keep every version; one copy is enough.
+        let mut f = EntryFilter::new(1);
+        assert!(f.keep(&k(b"a", 7), |_| false));
+        assert!(!f.keep(&k(b"a", 7), |_| false), "the duplicate");
+        assert!(
+            f.keep(&k(b"a", 5), |_| false),
+            "an older version under the snapshot"
+        );
+        assert!(
+            f.keep(&k(b"b", 7), |_| false),
+            "the same sequence on another key"
+        );
     }
 }

@@ -5,10 +5,18 @@
 //! single tier everything is on tier 0. Tiers after tier 1 take overflow only. Whether the
 //! preferred tier has room is decided by `Tiers::place`, which falls through to later tiers.
 //!
+//! Upper levels first: tables of L2 and deeper take tier 0 only while they leave the levels
+//! above them room for what those levels hold now plus two tables ([`deep_allowance`]). Per
+//! byte, an upper level is read more and rewritten far more often than a deep one, and an L0
+//! -> L1 compaction on the capacity tier was what stopped writes after a load had filled the
+//! fast tier with L2. The two tables' room is what a chunked compaction needs beyond its
+//! inputs (see `db::background::Chunks`).
+//!
 //! [`Placer`] is the database's placement state: a fixed split, or the `placement = auto`
 //! controller ([`crate::autoplace`]) whose pointer the monitor moves.
 
 use crate::autoplace::{AutoPlace, AutoPlaceConfig, Pointer};
+use crate::version::Version;
 use parking_lot::Mutex;
 use std::time::Instant;
 
@@ -88,9 +96,98 @@ pub fn preferred_tier(level: usize, levels_on_fast: usize, num_tiers: usize) -> 
     }
 }
 
+/// Bytes of tier 0's table budget that tables of `level` and deeper leave to the levels above
+/// (L1 up to `level - 1`): what those levels hold now, wherever it lies, and two tables of
+/// `table_size`. Nothing for L0 and L1 (L0 has the flush reserve).
+pub fn room_for_upper_levels(version: &Version, level: usize, table_size: u64) -> u64 {
+    if level < 2 {
+        return 0;
+    }
+    let upper: u64 = (1..level.min(version.levels.len()))
+        .map(|l| version.level_bytes(l))
+        .sum();
+    upper.saturating_add(table_size.saturating_mul(2))
+}
+
+/// Bytes tables of `level` may still add to tier 0 when tables may use `budget` bytes of it:
+/// the budget less [`room_for_upper_levels`] and what `level` and deeper levels hold there.
+pub fn deep_allowance(version: &Version, level: usize, table_size: u64, budget: u64) -> u64 {
+    budget
+        .saturating_sub(room_for_upper_levels(version, level, table_size))
+        .saturating_sub(on_fast_from(version, level))
+}
+
+/// Whether some level from L2 down holds, with the deeper levels, more of tier 0 than its
+/// allowance leaves it (after a trivial move, or tables written before an upper level grew):
+/// migration then moves the coldest tables down.
+pub fn deep_levels_over_allowance(version: &Version, table_size: u64, budget: u64) -> bool {
+    (2..version.levels.len()).any(|level| {
+        let allowed = budget.saturating_sub(room_for_upper_levels(version, level, table_size));
+        on_fast_from(version, level) > allowed
+    })
+}
+
+/// Bytes of tables of `level` and deeper on tier 0.
+fn on_fast_from(version: &Version, level: usize) -> u64 {
+    version
+        .levels
+        .iter()
+        .skip(level)
+        .flatten()
+        .filter(|f| f.tier == 0)
+        .map(|f| f.size)
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::tests::meta;
+    use crate::version::FileMeta;
+    use std::sync::Arc;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A table of `mib` MiB on `tier`, with its own key range.
+    fn table(number: u64, tier: usize, mib: u64) -> Arc<FileMeta> {
+        let lo = format!("k{number:04}");
+        let hi = format!("k{number:04}z");
+        let mut f = (*meta(number, lo.as_bytes(), hi.as_bytes(), mib * MIB, 1)).clone();
+        f.tier = tier;
+        Arc::new(f)
+    }
+
+    /// L1: 200 MiB on the capacity tier; L2: 600 MiB on the fast one; L3: 64 MiB fast.
+    fn loaded() -> Version {
+        let mut added = vec![(1, table(1, 1, 100)), (1, table(2, 1, 100))];
+        added.extend((10..16).map(|n| (2, table(n, 0, 100))));
+        added.push((3, table(20, 0, 64)));
+        Version::empty(4).apply(&[], &added).expect("valid version")
+    }
+
+    #[test]
+    fn deep_levels_leave_upper_levels_their_bytes_and_two_tables() {
+        let v = loaded();
+        let table_size = 32 * MIB;
+        assert_eq!(room_for_upper_levels(&v, 0, table_size), 0);
+        assert_eq!(room_for_upper_levels(&v, 1, table_size), 0);
+        assert_eq!(room_for_upper_levels(&v, 2, table_size), 264 * MIB);
+        assert_eq!(room_for_upper_levels(&v, 3, table_size), 864 * MIB);
+        let budget = 1000 * MIB;
+        // L2 and L3 hold 664 MiB of the fast tier; 1000 - 264 leaves them 736.
+        assert_eq!(deep_allowance(&v, 2, table_size, budget), 72 * MIB);
+        // L3 must leave L1 and L2 their 800 MiB plus two tables: 136 MiB, and it holds 64.
+        assert_eq!(deep_allowance(&v, 3, table_size, budget), 72 * MIB);
+        assert!(!deep_levels_over_allowance(&v, table_size, budget));
+        // A smaller fast tier: L2 and L3 take room L1 should have.
+        assert_eq!(deep_allowance(&v, 2, table_size, 800 * MIB), 0);
+        assert!(deep_levels_over_allowance(&v, table_size, 800 * MIB));
+        // L0 and L1 are never held back.
+        assert_eq!(
+            deep_allowance(&v, 1, table_size, 800 * MIB),
+            800 * MIB - 664 * MIB
+        );
+    }
 
     #[test]
     fn placer_fixed_and_auto() {

@@ -25,6 +25,8 @@ pub(crate) struct Counters {
     pub flushes: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
+    /// Chunks compactions installed before their last edit.
+    pub compaction_chunks: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     /// Compactions (trivial moves included) by output level.
     pub compactions_into: [AtomicU64; 16],
@@ -174,6 +176,9 @@ pub struct Stats {
     pub compactions: u64,
     /// Compactions done by moving a file to the next level without rewriting it.
     pub trivial_moves: u64,
+    /// Chunks of output that compactions installed before they ended (each replaced the
+    /// next-level inputs consumed so far; see ARCHITECTURE.md).
+    pub compaction_chunks: u64,
     /// Bytes of table input read by compactions.
     pub compaction_bytes_read: u64,
     /// Block cache hits, misses, bytes used and budget.
@@ -397,10 +402,12 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "background: {} flushes, {} compactions ({} trivial moves), {} compaction input",
+            "background: {} flushes, {} compactions ({} trivial moves, {} chunks installed early), \
+             {} compaction input",
             self.flushes,
             self.compactions,
             self.trivial_moves,
+            self.compaction_chunks,
             human_bytes(self.compaction_bytes_read)
         )?;
         writeln!(

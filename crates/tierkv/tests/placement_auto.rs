@@ -97,8 +97,11 @@ fn idle_fast_tier_pulls_levels_onto_it() {
 fn full_fast_tier_migrates_cold_tables_down_and_keeps_its_budget() {
     let dir = tempfile::tempdir().unwrap();
     let capacity = 3 << 20;
+    // NB: L1 alone may outgrow the fast tier: deeper levels stop short of the room L1 has
+    // first claim on, so only upper levels fill the tier past its watermark.
     let build = || {
         opts(dir.path(), capacity, 7)
+            .max_bytes_for_level_base(8 << 20)
             .fast_tier_bandwidth(100 << 30)
             .build()
             .unwrap()
@@ -170,4 +173,78 @@ fn crashes_during_migration_keep_every_synced_write() {
         let db = Db::open(build()).unwrap();
         check(&db, synced);
     }
+}
+
+/// Bytes of `level` per tier name, from the live files.
+fn level_bytes_on(db: &Db, level: usize, tier: &str) -> u64 {
+    db.live_files()
+        .iter()
+        .filter(|f| f.level == level && f.tier == tier)
+        .map(|f| f.size)
+        .sum()
+}
+
+#[test]
+fn upper_levels_take_the_fast_tier_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for L1 and L2 (256 KiB and 2.5 MiB targets) but not for L3 too.
+    let capacity = 4 << 20;
+    let o = opts(dir.path(), capacity, 7)
+        .fast_tier_bandwidth(100 << 30)
+        .build()
+        .unwrap();
+    let db = Db::open(o).unwrap();
+    let written = 12_000;
+    for i in 0..written {
+        db.put(&WriteOptions::default(), &key(i), &noise(i))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let share = |db: &Db, level| {
+        let fast = level_bytes_on(db, level, "fast") as f64;
+        fast / (fast + level_bytes_on(db, level, "capacity") as f64)
+    };
+    // An idle fast tier puts the levels in order (deep tables down, upper ones up), one table
+    // per monitor sample.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let settled = |db: &Db| level_bytes_on(db, 1, "capacity") == 0 && share(db, 2) > share(db, 3);
+    while !settled(&db) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let stats = db.stats();
+    assert_eq!(
+        level_bytes_on(&db, 1, "capacity"),
+        0,
+        "L1 not all on the fast tier:\n{stats}"
+    );
+    assert!(level_bytes_on(&db, 3, "capacity") > 0, "{stats}");
+    assert!(
+        share(&db, 2) > share(&db, 3),
+        "L2 has {:.2} of its bytes on the fast tier, L3 {:.2}:\n{stats}",
+        share(&db, 2),
+        share(&db, 3)
+    );
+    let reserve = db.options().wal_reserve();
+    assert!(
+        stats.tiers[0].bytes_used <= capacity - reserve.min(capacity),
+        "{stats}"
+    );
+    for i in 0..written {
+        let v = db.get(&ReadOptions::default(), &key(i)).unwrap();
+        assert_eq!(v, Some(noise(i)), "key {i}");
+    }
+}
+
+/// 1 KiB that does not compress, determined by `i`.
+fn noise(i: u32) -> Vec<u8> {
+    let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..128)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .collect()
 }

@@ -33,6 +33,17 @@ impl OutputCtx<'_> {
     pub fn record(&self, level: usize, meta: &FileMeta) -> crate::version::NewFile {
         meta.to_new_file(level, &self.tiers.get(meta.tier).name)
     }
+
+    /// Bytes tables of `level` may still add to tier 0 while leaving the levels above theirs
+    /// ([`placement::deep_allowance`]); unbounded for L0, L1 and a single tier.
+    pub fn deep_room(&self, level: usize) -> u64 {
+        if level < 2 || self.tiers.all().len() < 2 {
+            return u64::MAX;
+        }
+        let budget = self.tiers.table_budget(0, WriteKind::Compaction);
+        let version = self.versions.current();
+        placement::deep_allowance(&version, level, self.opts.target_file_size, budget)
+    }
 }
 
 /// A table written by a flush or compaction, with the tier space reserved for it until the
@@ -192,11 +203,13 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
             .map(move |f| (level, f.number))
             .collect::<Vec<_>>()
     };
-    edit.deleted_files = deleted(task.level, &task.inputs);
-    edit.deleted_files
-        .extend(deleted(out_level, &task.next_inputs));
+    let ctx = db.output_ctx();
     if let [only] = task.inputs.as_slice() {
-        if task.next_inputs.is_empty() && only.tier == preferred {
+        // NB: a table that moves deeper on tier 0 must fit its new level's allowance; trivial
+        // moves of L1 tables had filled the fast tier with L2 and L3 while L1 grew elsewhere.
+        let fits = only.tier != 0 || only.size <= ctx.deep_room(out_level);
+        if task.next_inputs.is_empty() && only.tier == preferred && fits {
+            edit.deleted_files = deleted(task.level, &task.inputs);
             edit.new_files.push(db.output_ctx().record(out_level, only));
             Counters::add(&db.counters.trivial_moves, 1);
             return db.versions.log_and_apply(edit).map(|_| ());
@@ -209,26 +222,57 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
     Counters::add(&db.counters.compaction_bytes_read, task.input_bytes());
     Counters::add(&db.counters.compaction_read_into[slot], task.input_bytes());
     let mut merged = MergingIter::new(children);
-    let version = db.versions.current();
+    // NB: only the deeper levels, not the whole version: a version held here would keep the
+    // next-level inputs that chunks already replaced on disk until the compaction ends.
+    let deeper = db.versions.current().levels[out_level + 1..].to_vec();
+    let is_bottom = |uk: &[u8]| deeper.iter().flatten().all(|f| !f.contains(uk));
     let mut filter = EntryFilter::new(db.oldest_snapshot());
-    let is_bottom = |uk: &[u8]| version.is_bottom_for_key(out_level, uk);
-    let files = build_tables(
-        &db.output_ctx(),
-        &mut merged,
+    let mut install = |consumed: &[Arc<FileMeta>], outputs: Vec<TableOutput>| {
+        let mut edit = VersionEdit {
+            deleted_files: deleted(out_level, consumed),
+            ..VersionEdit::default()
+        };
+        install_outputs(db, &mut edit, out_level, slot, &outputs)?;
+        Counters::add(&db.counters.compaction_chunks, 1);
+        db.delete_obsolete_files();
+        Ok(())
+    };
+    let mut allocate = || db.allocate_output();
+    let mut sink = TableSink::new(
+        &ctx,
         out_level,
-        &mut filter,
-        &is_bottom,
         (WriteKind::Compaction, task.input_bytes()),
-        &mut || db.allocate_output(),
-    )?;
-    for out in &files {
-        edit.new_files
-            .push(db.output_ctx().record(out_level, &out.meta));
+        &mut allocate,
+    );
+    if task.next_inputs.len() > 1 {
+        sink.chunks = Some(Chunks::new(&task.next_inputs, &mut install));
     }
-    let written = files.iter().map(|o| o.meta.size).sum();
+    let files = sink.run(&mut merged, &mut filter, &is_bottom)?;
+    let installed = sink.chunks.as_ref().map_or(0, |c| c.installed);
+    drop(sink);
+    edit.deleted_files = deleted(task.level, &task.inputs);
+    edit.deleted_files
+        .extend(deleted(out_level, &task.next_inputs[installed..]));
+    install_outputs(db, &mut edit, out_level, slot, &files)
+}
+
+/// Adds `outputs` at `level` to `edit` and applies it; `slot` is the level's counter slot.
+fn install_outputs(
+    db: &DbInner,
+    edit: &mut VersionEdit,
+    level: usize,
+    slot: usize,
+    outputs: &[TableOutput],
+) -> Result<()> {
+    for out in outputs {
+        edit.new_files
+            .push(db.output_ctx().record(level, &out.meta));
+    }
+    let written = outputs.iter().map(|o| o.meta.size).sum();
     Counters::add(&db.counters.compaction_written_into[slot], written);
-    db.versions.log_and_apply(edit)?;
-    db.clear_pending(files.iter().map(|o| o.meta.number));
+    // NB: if the MANIFEST write fails the outputs stay pending: the MANIFEST may list them.
+    db.versions.log_and_apply(std::mem::take(edit))?;
+    db.clear_pending(outputs.iter().map(|o| o.meta.number));
     Ok(())
 }
 
@@ -243,27 +287,59 @@ pub(super) fn build_tables(
     level: usize,
     filter: &mut EntryFilter,
     is_bottom: &dyn Fn(&[u8]) -> bool,
-    (kind, input_bytes): (WriteKind, u64),
+    job: (WriteKind, u64),
     allocate: &mut dyn FnMut() -> u64,
 ) -> Result<Vec<TableOutput>> {
-    let mut sink = TableSink {
-        ctx,
-        level,
-        kind,
-        input_bytes,
-        allocate,
-        created: Vec::new(),
-        done: Vec::new(),
-    };
-    match sink.write_all(iter, filter, is_bottom) {
-        Ok(()) => Ok(sink.done),
-        Err(e) => {
-            // Every file this job created goes, the partly written one included.
-            for path in &sink.created {
-                let _ = ctx.tiers.fs().remove_file(path);
-            }
-            Err(e)
+    TableSink::new(ctx, level, job, allocate).run(iter, filter, is_bottom)
+}
+
+/// What a compaction installs at a chunk boundary: the next-level inputs it has consumed since
+/// the last chunk, and the outputs that replace them.
+type InstallChunk<'a> = dyn FnMut(&[Arc<FileMeta>], Vec<TableOutput>) -> Result<()> + 'a;
+
+/// A compaction that installs its outputs as it goes, so that the tier space it needs beyond
+/// its inputs is about one chunk, not a whole copy of the next level's inputs (an L0 -> L1
+/// compaction rewrites all of L1). Each time the merge passes the end of a next-level input,
+/// the outputs finished so far replace the next-level inputs consumed so far, in one MANIFEST
+/// edit; the source level's inputs go with the last edit.
+///
+/// NB: why this is safe: outputs cut before the first key past an input's end do not overlap
+/// the inputs left (a level's files do not overlap), so the level stays sorted. Until the last
+/// edit the source inputs still hold the newest entry of every key they have, and they are
+/// read first, so readers see what they saw before. After a crash between edits, the source
+/// inputs and the installed outputs hold identical entries; the next compaction drops the
+/// duplicates ([`EntryFilter::keep`]).
+struct Chunks<'a> {
+    /// The next level's inputs, in key order.
+    next_inputs: &'a [Arc<FileMeta>],
+    /// Inputs before this index are consumed: the merge passed their last key.
+    consumed: usize,
+    /// Inputs before this index are replaced by an installed edit.
+    installed: usize,
+    install: &'a mut InstallChunk<'a>,
+}
+
+impl<'a> Chunks<'a> {
+    fn new(next_inputs: &'a [Arc<FileMeta>], install: &'a mut InstallChunk<'a>) -> Self {
+        Chunks {
+            next_inputs,
+            consumed: 0,
+            installed: 0,
+            install,
         }
+    }
+
+    /// Notes that the merge reached `user_key`; true if that passed the end of an input.
+    fn passes(&mut self, user_key: &[u8]) -> bool {
+        let before = self.consumed;
+        while self
+            .next_inputs
+            .get(self.consumed)
+            .is_some_and(|f| f.largest_user() < user_key)
+        {
+            self.consumed += 1;
+        }
+        self.consumed > before
     }
 }
 
@@ -276,6 +352,7 @@ struct TableSink<'a, 'b> {
     allocate: &'a mut dyn FnMut() -> u64,
     created: Vec<std::path::PathBuf>,
     done: Vec<TableOutput>,
+    chunks: Option<Chunks<'a>>,
 }
 
 struct OpenTable {
@@ -284,7 +361,46 @@ struct OpenTable {
     reservation: Reservation,
 }
 
-impl TableSink<'_, '_> {
+impl<'a, 'b> TableSink<'a, 'b> {
+    /// `(kind, input_bytes)`: what writes the tables, and the bytes of its input (a
+    /// memtable's, or the input tables'), which bounds each table's size estimate.
+    fn new(
+        ctx: &'a OutputCtx<'b>,
+        level: usize,
+        (kind, input_bytes): (WriteKind, u64),
+        allocate: &'a mut dyn FnMut() -> u64,
+    ) -> Self {
+        TableSink {
+            ctx,
+            level,
+            kind,
+            input_bytes,
+            allocate,
+            created: Vec::new(),
+            done: Vec::new(),
+            chunks: None,
+        }
+    }
+
+    /// Writes everything and returns the tables not installed by chunks; on error removes
+    /// every file it created and did not install, the partly written one included.
+    fn run(
+        &mut self,
+        iter: &mut dyn InternalIterator,
+        filter: &mut EntryFilter,
+        is_bottom: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<TableOutput>> {
+        match self.write_all(iter, filter, is_bottom) {
+            Ok(()) => Ok(std::mem::take(&mut self.done)),
+            Err(e) => {
+                for path in &self.created {
+                    let _ = self.ctx.tiers.fs().remove_file(path);
+                }
+                Err(e)
+            }
+        }
+    }
+
     fn write_all(
         &mut self,
         iter: &mut dyn InternalIterator,
@@ -296,11 +412,23 @@ impl TableSink<'_, '_> {
         iter.seek_to_first();
         while iter.valid() {
             let ikey = iter.key();
-            let cut_here = filter.is_new_key(key::user_key(ikey))
-                && current
-                    .as_ref()
-                    .is_some_and(|t| t.builder.estimated_file_size() >= target);
-            if cut_here {
+            let new_key = filter.is_new_key(key::user_key(ikey));
+            let size = current.as_ref().map(|t| t.builder.estimated_file_size());
+            let chunk_ends = new_key
+                && self
+                    .chunks
+                    .as_mut()
+                    .is_some_and(|c| c.passes(key::user_key(ikey)))
+                // NB: a chunk boundary cuts a table only once it has a quarter of the target
+                // size, so boundaries close to a size cut leave no tiny tables; the chunk then
+                // ends at the next boundary instead.
+                && size.is_none_or(|s| s >= target / 4);
+            if chunk_ends {
+                if let Some(t) = current.take() {
+                    self.done.push(finish_table(self.ctx, t)?);
+                }
+                self.install_chunk()?;
+            } else if new_key && size.is_some_and(|s| s >= target) {
                 let t = current.take().expect("open table");
                 self.done.push(finish_table(self.ctx, t)?);
             }
@@ -324,6 +452,28 @@ impl TableSink<'_, '_> {
         Ok(())
     }
 
+    /// Installs the finished tables in place of the consumed next-level inputs.
+    fn install_chunk(&mut self) -> Result<()> {
+        let Some(chunks) = self.chunks.as_mut() else {
+            return Ok(());
+        };
+        let consumed = &chunks.next_inputs[chunks.installed..chunks.consumed];
+        if consumed.is_empty() && self.done.is_empty() {
+            return Ok(());
+        }
+        let outputs = std::mem::take(&mut self.done);
+        // NB: before the edit: once it may be in the MANIFEST, an error must not remove them.
+        let tiers = self.ctx.tiers;
+        let paths: Vec<_> = outputs
+            .iter()
+            .map(|o| tiers.path(o.meta.tier, FileKind::Table, o.meta.number))
+            .collect();
+        self.created.retain(|p| !paths.contains(p));
+        (chunks.install)(consumed, outputs)?;
+        chunks.installed = chunks.consumed;
+        Ok(())
+    }
+
     fn start_table(&mut self) -> Result<OpenTable> {
         let ctx = self.ctx;
         let preferred = ctx
@@ -337,7 +487,13 @@ impl TableSink<'_, '_> {
             .target_file_size
             .min(ctx.opts.write_buffer_size as u64 * 2)
             .min(self.input_bytes.max(1));
-        let reservation = ctx.tiers.place(preferred, base + base / 8, self.kind)?;
+        let estimate = base + base / 8;
+        let preferred = if preferred == 0 && !self.leaves_upper_room(estimate) {
+            1
+        } else {
+            preferred
+        };
+        let reservation = ctx.tiers.place(preferred, estimate, self.kind)?;
         let tier = reservation.tier();
         let number = (self.allocate)();
         let path = ctx.tiers.path(tier, FileKind::Table, number);
@@ -354,6 +510,19 @@ impl TableSink<'_, '_> {
             number,
             reservation,
         })
+    }
+
+    /// Whether a table of `size` bytes for this sink's level may go on tier 0 and still leave
+    /// the levels above theirs (see [`placement::deep_allowance`]); this job's tables not yet
+    /// installed count too.
+    fn leaves_upper_room(&self, size: u64) -> bool {
+        let waiting: u64 = self
+            .done
+            .iter()
+            .filter(|o| o.meta.tier == 0)
+            .map(|o| o.meta.size)
+            .sum();
+        waiting.saturating_add(size) <= self.ctx.deep_room(self.level)
     }
 }
 

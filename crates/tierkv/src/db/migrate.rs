@@ -5,9 +5,13 @@
 //! - `MoveColdestDown`: the fast tier passed its space watermark. The coldest table on it goes
 //!   to the capacity tier: the deepest level first (deeper data is read less per byte), the
 //!   oldest file of that level first; never an L0 table.
-//! - `MoveUp { level, room }`: the fast tier is idle and below its space target. A table of a
-//!   level the pointer covers that still sits on the capacity tier goes up, if it fits in
-//!   `room` (what is left below the space target) and in the fast tier's budget.
+//! - `MoveUp { level, room }`: the fast tier is idle. A table of a level the pointer covers
+//!   that still sits on the capacity tier goes up, shallowest level first, if it fits in
+//!   `room` (what is left below the space target), in the fast tier's budget and in its
+//!   level's allowance (`placement::deep_allowance`: deep levels leave upper ones room). If
+//!   none does and deep levels hold more than their allowance, the coldest table goes down
+//!   instead, making room for the upper levels (after a load, L1 waited on the capacity tier
+//!   while L2 filled the fast one).
 //!
 //! A move is a copy under a new file number, synced with its directory, then one MANIFEST edit
 //! that deletes the old number and adds the new one at the same level; the old file becomes
@@ -17,7 +21,7 @@
 use super::{DbInner, State};
 use crate::autoplace::MigrationHint;
 use crate::error::Result;
-use crate::placement::Placer;
+use crate::placement::{self, Placer};
 use crate::stats::Counters;
 use crate::tier::{FileKind, WriteKind};
 use crate::version::{FileMeta, Version, VersionEdit};
@@ -42,7 +46,8 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
     let candidate = match state.migration {
         MigrationHint::None => None,
         MigrationHint::MoveColdestDown { .. } => coldest_on_fast(version, state),
-        MigrationHint::MoveUp { level, room } => promotable(db, version, state, level, room),
+        MigrationHint::MoveUp { level, room } => promotable(db, version, state, level, room)
+            .or_else(|| make_room_for_upper_levels(db, version, state)),
     };
     let Some(m) = candidate else {
         state.migration = MigrationHint::None;
@@ -71,7 +76,8 @@ fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
 }
 
 /// A table of a level at or above `level` (covered by the pointer) on a slower tier, that fits
-/// both `room` and the fast tier's budget.
+/// `room`, the fast tier's budget and its level's allowance (upper levels first: the
+/// shallowest level's tables go first).
 fn promotable(
     db: &DbInner,
     version: &Version,
@@ -79,6 +85,7 @@ fn promotable(
     level: usize,
     room: u64,
 ) -> Option<Migration> {
+    let ctx = db.output_ctx();
     let room = db
         .tiers
         .table_budget(0, WriteKind::Migration)
@@ -90,12 +97,28 @@ fn promotable(
         .enumerate()
         .take(level + 1)
         .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
-        .find(|(_, f)| f.tier != 0 && f.size < room && !state.busy_files.contains(&f.number))
+        .find(|(l, f)| {
+            f.tier != 0
+                && f.size < room
+                && !state.busy_files.contains(&f.number)
+                && f.size <= ctx.deep_room(*l)
+        })
         .map(|(level, f)| Migration {
             level,
             file: Arc::clone(f),
             to_tier: 0,
         })
+}
+
+/// The coldest table on the fast tier, if deep levels hold room there that the levels above
+/// should have ([`placement::deep_levels_over_allowance`]).
+fn make_room_for_upper_levels(db: &DbInner, version: &Version, state: &State) -> Option<Migration> {
+    let budget = db.tiers.table_budget(0, WriteKind::Migration);
+    let table_size = db.opts.target_file_size;
+    if !placement::deep_levels_over_allowance(version, table_size, budget) {
+        return None;
+    }
+    coldest_on_fast(version, state)
 }
 
 /// Copies the table to its new tier and swaps it in with one MANIFEST edit.

@@ -519,6 +519,7 @@ impl DbInner {
             flushes: stats::load(&c.flushes),
             compactions: stats::load(&c.compactions),
             trivial_moves: stats::load(&c.trivial_moves),
+            compaction_chunks: stats::load(&c.compaction_chunks),
             compaction_bytes_read: stats::load(&c.compaction_bytes_read),
             block_cache: cache,
             immutable_memtables: state.imm.len(),
