@@ -224,8 +224,8 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
     let mut merged = MergingIter::new(children);
     // NB: only the deeper levels, not the whole version: a version held here would keep the
     // next-level inputs that chunks already replaced on disk until the compaction ends.
-    let deeper = db.versions.current().levels[out_level + 1..].to_vec();
-    let is_bottom = |uk: &[u8]| deeper.iter().flatten().all(|f| !f.contains(uk));
+    let deeper = db.versions.current().deeper_than(out_level);
+    let is_bottom = |uk: &[u8]| deeper.is_bottom_for_key(out_level, uk);
     let mut filter = EntryFilter::new(db.oldest_snapshot());
     let mut install = |consumed: &[Arc<FileMeta>], outputs: Vec<TableOutput>| {
         let mut edit = VersionEdit {

@@ -157,6 +157,19 @@ impl Version {
             .all(|files| files.iter().all(|f| !f.contains(user_key)))
     }
 
+    /// This version with only the levels deeper than `level` (the others empty): enough for
+    /// [`Version::is_bottom_for_key`] at `level`, without keeping the files of the levels a
+    /// compaction into `level` rewrites alive.
+    pub fn deeper_than(&self, level: usize) -> Version {
+        let levels = self
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(l, files)| if l > level { files.clone() } else { Vec::new() })
+            .collect();
+        Version { levels }
+    }
+
     /// A new version with `edit` applied; `files` resolves each new file's metadata.
     pub fn apply(
         &self,
@@ -261,6 +274,8 @@ pub(crate) mod tests {
         assert_eq!(order, [2, 1, 3, 5]);
         assert!(v.is_bottom_for_key(2, b"d"));
         assert!(!v.is_bottom_for_key(1, b"d"));
+        assert!(!v.deeper_than(1).is_bottom_for_key(1, b"d"));
+        assert!(v.deeper_than(1).levels[..=1].iter().all(Vec::is_empty));
         v.check_invariants().unwrap();
     }
 
