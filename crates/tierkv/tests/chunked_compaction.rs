@@ -3,8 +3,8 @@
 //! so far in one MANIFEST edit, and the source level's inputs go with the last edit.
 //!
 //! - Readers see the same data through every chunk: point reads, scans and an old snapshot.
-//! - A crash at any call of a workload full of chunked compactions (sticky EIO, then power
-//!   loss or a kill) loses nothing that was flushed, and the reopened database compacts the
+//! - A crash at any of 40 calls spread over a workload full of chunked compactions (sticky
+//!   EIO, then power loss or a kill) loses nothing that was flushed, and the reopened database compacts the
 //!   duplicates a crash between chunks leaves (source inputs and installed outputs holding
 //!   the same entries) into one copy, with the same contents.
 
