@@ -116,15 +116,21 @@ fn chunked_compactions_keep_what_readers_see() {
     db.verify_checksums().expect("checksums");
 }
 
-/// One trial: a base image, then overwrites whose flushes and compactions hit a sticky EIO
-/// after `fail_at` calls; a crash; a reopen. Returns the chunks installed before the fault.
-fn crash_trial(fail_at: Option<u64>, kill: bool) -> u64 {
+/// Every key written once, flushed and compacted, on a fresh file system.
+fn base_image() -> (Arc<FaultFs>, Db, Model) {
     let fs = FaultFs::new(7);
     let db = Db::open(options(fs.clone())).expect("open");
     let mut base = Model::new();
     put_all(&db, &mut base, 0, 1);
     db.flush().expect("flush");
     db.wait_for_compactions().expect("compactions");
+    (fs, db, base)
+}
+
+/// One trial: a base image, then overwrites whose flushes and compactions hit a sticky EIO
+/// after `fail_at` calls; a crash; a reopen. Returns the chunks installed before the fault.
+fn crash_trial(fail_at: Option<u64>, kill: bool) -> u64 {
+    let (fs, db, base) = base_image();
     let chunks_before = db.stats().compaction_chunks;
     if let Some(n) = fail_at {
         fs.fail_after(n, FaultKind::Io, false);
@@ -186,15 +192,7 @@ fn crash_trial(fail_at: Option<u64>, kill: bool) -> u64 {
 #[test]
 fn crashes_between_chunks_lose_nothing() {
     // Calibration: how many calls the workload makes, and that it installs chunks.
-    let fs_ops = {
-        let fs = FaultFs::new(7);
-        let db = Db::open(options(fs.clone())).expect("open");
-        let mut base = Model::new();
-        put_all(&db, &mut base, 0, 1);
-        db.flush().expect("flush");
-        db.wait_for_compactions().expect("compactions");
-        fs.op_count()
-    };
+    let fs_ops = base_image().0.op_count();
     assert!(
         crash_trial(None, false) > 0,
         "the workload installs no chunk"
