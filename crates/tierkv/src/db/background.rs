@@ -17,7 +17,7 @@ use crate::placement;
 use crate::sst::{TableBuilder, TableOptions};
 use crate::stats::Counters;
 use crate::tier::{self, FileKind, Reservation, Tiers, WriteKind};
-use crate::version::{FileMeta, VersionEdit, VersionSet};
+use crate::version::{FileMeta, Version, VersionEdit, VersionSet};
 use std::sync::Arc;
 
 /// What a table writer needs; usable before the database is fully open (recovery).
@@ -34,15 +34,29 @@ impl OutputCtx<'_> {
         meta.to_new_file(level, &self.tiers.get(meta.tier).name)
     }
 
-    /// Bytes tables of `level` may still add to tier 0 while leaving the levels above theirs
-    /// ([`placement::deep_allowance`]); unbounded for L0, L1 and a single tier.
-    pub fn deep_room(&self, level: usize) -> u64 {
-        if level < 2 || self.tiers.all().len() < 2 {
-            return u64::MAX;
+    /// Bytes tables of `level` may still add to tier 0 in `version` while leaving the levels
+    /// above theirs ([`placement::deep_allowance`]); unbounded for L0, L1 and a single tier.
+    pub fn deep_room(&self, version: &Version, level: usize) -> u64 {
+        match self.deep_budget() {
+            Some(budget) if level >= 2 => {
+                placement::deep_allowance(version, level, self.opts.target_file_size, budget)
+            }
+            _ => u64::MAX,
         }
-        let budget = self.tiers.table_budget(0, WriteKind::Compaction);
-        let version = self.versions.current();
-        placement::deep_allowance(&version, level, self.opts.target_file_size, budget)
+    }
+
+    /// Whether deep levels of `version` hold room on tier 0 that the levels above should have
+    /// ([`placement::deep_levels_over_allowance`]); never with a single tier.
+    pub fn deep_levels_over_allowance(&self, version: &Version) -> bool {
+        self.deep_budget().is_some_and(|budget| {
+            placement::deep_levels_over_allowance(version, self.opts.target_file_size, budget)
+        })
+    }
+
+    /// Tier 0's budget for tables other than flushes', if there is a slower tier for deep
+    /// tables to go to.
+    fn deep_budget(&self) -> Option<u64> {
+        (self.tiers.all().len() > 1).then(|| self.tiers.table_budget(0, WriteKind::Compaction))
     }
 }
 
@@ -207,10 +221,11 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
     if let [only] = task.inputs.as_slice() {
         // NB: a table that moves deeper on tier 0 must fit its new level's allowance; trivial
         // moves of L1 tables had filled the fast tier with L2 and L3 while L1 grew elsewhere.
-        let fits = only.tier != 0 || only.size <= ctx.deep_room(out_level);
-        if task.next_inputs.is_empty() && only.tier == preferred && fits {
+        let fits =
+            || only.tier != 0 || only.size <= ctx.deep_room(&db.versions.current(), out_level);
+        if task.next_inputs.is_empty() && only.tier == preferred && fits() {
             edit.deleted_files = deleted(task.level, &task.inputs);
-            edit.new_files.push(db.output_ctx().record(out_level, only));
+            edit.new_files.push(ctx.record(out_level, only));
             Counters::add(&db.counters.trivial_moves, 1);
             return db.versions.log_and_apply(edit).map(|_| ());
         }
@@ -264,10 +279,9 @@ fn install_outputs(
     slot: usize,
     outputs: &[TableOutput],
 ) -> Result<()> {
-    for out in outputs {
-        edit.new_files
-            .push(db.output_ctx().record(level, &out.meta));
-    }
+    let ctx = db.output_ctx();
+    edit.new_files
+        .extend(outputs.iter().map(|out| ctx.record(level, &out.meta)));
     let written = outputs.iter().map(|o| o.meta.size).sum();
     Counters::add(&db.counters.compaction_written_into[slot], written);
     // NB: if the MANIFEST write fails the outputs stay pending: the MANIFEST may list them.
@@ -522,7 +536,8 @@ impl<'a, 'b> TableSink<'a, 'b> {
             .filter(|o| o.meta.tier == 0)
             .map(|o| o.meta.size)
             .sum();
-        waiting.saturating_add(size) <= self.ctx.deep_room(self.level)
+        let version = self.ctx.versions.current();
+        waiting.saturating_add(size) <= self.ctx.deep_room(&version, self.level)
     }
 }
 

@@ -21,7 +21,7 @@
 use super::{DbInner, State};
 use crate::autoplace::MigrationHint;
 use crate::error::Result;
-use crate::placement::{self, Placer};
+use crate::placement::Placer;
 use crate::stats::Counters;
 use crate::tier::{FileKind, WriteKind};
 use crate::version::{FileMeta, Version, VersionEdit};
@@ -101,7 +101,7 @@ fn promotable(
             f.tier != 0
                 && f.size < room
                 && !state.busy_files.contains(&f.number)
-                && f.size <= ctx.deep_room(*l)
+                && f.size <= ctx.deep_room(version, *l)
         })
         .map(|(level, f)| Migration {
             level,
@@ -111,11 +111,9 @@ fn promotable(
 }
 
 /// The coldest table on the fast tier, if deep levels hold room there that the levels above
-/// should have ([`placement::deep_levels_over_allowance`]).
+/// should have ([`crate::placement::deep_levels_over_allowance`]).
 fn make_room_for_upper_levels(db: &DbInner, version: &Version, state: &State) -> Option<Migration> {
-    let budget = db.tiers.table_budget(0, WriteKind::Migration);
-    let table_size = db.opts.target_file_size;
-    if !placement::deep_levels_over_allowance(version, table_size, budget) {
+    if !db.output_ctx().deep_levels_over_allowance(version) {
         return None;
     }
     coldest_on_fast(version, state)
