@@ -148,6 +148,8 @@ pub struct TierkvExtra {
     pub max_pending_requests: Option<usize>,
     /// `fast_tier_bandwidth` (bytes/s; unset: probed at open).
     pub fast_tier_bandwidth: Option<u64>,
+    /// `fast_tier_flush_reserve` (bytes; unset: the engine's default).
+    pub fast_tier_flush_reserve: Option<u64>,
 }
 
 /// One tier of the benchmark's storage.
@@ -441,6 +443,9 @@ mod tierkv_engine {
             }
             if let Some(bps) = x.fast_tier_bandwidth {
                 b = b.fast_tier_bandwidth(bps);
+            }
+            if let Some(bytes) = x.fast_tier_flush_reserve {
+                b = b.fast_tier_flush_reserve(bytes);
             }
             let t = &profile.tuning;
             if let Some(v) = t.bw_low {

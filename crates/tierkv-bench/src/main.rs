@@ -145,6 +145,10 @@ struct Args {
     /// optional K/M/G suffix (default: measured by a write probe at open).
     #[arg(long)]
     fast_tier_bandwidth: Option<String>,
+    /// tierkv: bytes of the fast tier kept for memtable flushes, with an optional K/M/G suffix
+    /// (default: the engine's, see `Options::flush_reserve`).
+    #[arg(long)]
+    fast_tier_flush_reserve: Option<String>,
     /// Write the JSON report(s) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -298,6 +302,11 @@ impl Args {
                 max_pending_requests: self.max_pending,
                 fast_tier_bandwidth: self
                     .fast_tier_bandwidth
+                    .as_deref()
+                    .map(parse_size)
+                    .transpose()?,
+                fast_tier_flush_reserve: self
+                    .fast_tier_flush_reserve
                     .as_deref()
                     .map(parse_size)
                     .transpose()?,
