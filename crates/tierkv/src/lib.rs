@@ -36,6 +36,7 @@ pub mod memtable;
 pub mod options;
 pub mod placement;
 pub mod ratelimit;
+pub mod reserve;
 pub mod snapshot;
 pub mod sst;
 pub mod stats;

@@ -223,6 +223,9 @@ pub struct Stats {
     pub placement: String,
     /// Tables moved between tiers by automatic placement.
     pub migrations: u64,
+    /// Bytes of the fast tier's flush reserve lent now to compactions and migration (writes
+    /// are quiet; see `reserve`).
+    pub flush_reserve_lent: u64,
     /// Time background writes to the fast tier waited for its rate limit (microseconds).
     pub background_paced_micros: u64,
     /// Automatic placement's recent pointer moves, oldest first.
@@ -346,8 +349,10 @@ impl fmt::Display for Stats {
         writeln!(f, "reads served by tier (device): {}", served.join(", "))?;
         writeln!(
             f,
-            "placement: {}, {} tables migrated",
-            self.placement, self.migrations
+            "placement: {}, {} tables migrated, flush reserve lent {}",
+            self.placement,
+            self.migrations,
+            human_bytes(self.flush_reserve_lent)
         )?;
         for d in &self.placement_history {
             writeln!(f, "  moved {d}")?;

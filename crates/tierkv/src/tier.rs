@@ -88,6 +88,9 @@ pub struct Tiers {
     wal_reserve: u64,
     /// Bytes of tier 0 only flushes may take (`Options::flush_reserve`; 0 with one tier).
     flush_reserve: u64,
+    /// The part of `flush_reserve` held now; the rest is lent to compactions and migration
+    /// while writes are quiet (`reserve::ReserveLender`).
+    flush_reserve_held: AtomicU64,
     /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
@@ -152,17 +155,19 @@ impl Tiers {
             }
             tiers.push(tier);
         }
+        // NB: with one tier there is nowhere else for compactions to go, and a compaction
+        // that fails for room fails the database; the reserve only steers between tiers.
+        let flush_reserve = if opts.tiers.len() > 1 {
+            opts.flush_reserve()
+        } else {
+            0
+        };
         Ok(Tiers {
             tiers,
             fs,
             wal_reserve: opts.wal_reserve(),
-            // NB: with one tier there is nowhere else for compactions to go, and a compaction
-            // that fails for room fails the database; the reserve only steers between tiers.
-            flush_reserve: if opts.tiers.len() > 1 {
-                opts.flush_reserve()
-            } else {
-                0
-            },
+            flush_reserve,
+            flush_reserve_held: AtomicU64::new(flush_reserve),
             background_limiter: Arc::default(),
             read_io_uring: opts.read_io_uring,
         })
@@ -253,9 +258,21 @@ impl Tiers {
         &self.background_limiter
     }
 
-    /// Bytes of tier 0 only flushes may take.
+    /// Bytes of tier 0 only flushes may take now: the flush reserve less what is lent.
     pub fn flush_reserve(&self) -> u64 {
+        self.flush_reserve_held.load(Ordering::Relaxed)
+    }
+
+    /// The configured flush reserve (`Options::flush_reserve`; 0 with one tier).
+    pub fn flush_reserve_full(&self) -> u64 {
         self.flush_reserve
+    }
+
+    /// Holds `bytes` of the flush reserve (at most all of it) and lends the rest to
+    /// compaction outputs and migration.
+    pub fn hold_flush_reserve(&self, bytes: u64) {
+        let held = bytes.min(self.flush_reserve);
+        self.flush_reserve_held.store(held, Ordering::Relaxed);
     }
 
     /// Bytes tables written by `kind` may use on `tier`: its budget, less on tier 0 the WAL
@@ -265,7 +282,7 @@ impl Tiers {
         if tier == 0 {
             reserve = self.wal_reserve;
             if kind != WriteKind::Flush {
-                reserve = reserve.saturating_add(self.flush_reserve);
+                reserve = reserve.saturating_add(self.flush_reserve());
             }
         }
         self.tiers[tier].capacity.saturating_sub(reserve)
@@ -554,6 +571,34 @@ mod tests {
                 .tier(),
             0
         );
+    }
+
+    #[test]
+    fn a_lent_flush_reserve_widens_the_budget_of_all_but_flushes() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiers = tiers(dir.path(), &["fast", "capacity"]);
+        tiers.hold_flush_reserve(4 << 20);
+        assert_eq!(tiers.flush_reserve(), 4 << 20);
+        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 52 << 20);
+        assert_eq!(tiers.table_budget(0, WriteKind::Migration), 52 << 20);
+        assert_eq!(tiers.table_budget(0, WriteKind::Flush), 56 << 20);
+        let lent = tiers.place(0, 52 << 20, WriteKind::Migration).unwrap();
+        assert_eq!(lent.tier(), 0, "migration uses what is lent");
+        tiers.hold_flush_reserve(u64::MAX);
+        assert_eq!(
+            tiers.flush_reserve(),
+            16 << 20,
+            "never more than configured"
+        );
+        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 40 << 20);
+        let after = tiers.place(0, 1 << 20, WriteKind::Compaction).unwrap();
+        assert_eq!(
+            after.tier(),
+            1,
+            "taken back: compactions stop short of it again"
+        );
+        let flush = tiers.place(0, 1 << 20, WriteKind::Flush).unwrap();
+        assert_eq!(flush.tier(), 0, "flushes still find room");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The flush reserve: once compactions have filled the fast tier's share for them, memtable
-//! flushes still land on the fast tier, and no table ever takes the WAL reserve.
+//! flushes still land on the fast tier, and no table ever takes the WAL reserve; with
+//! `placement = auto` it is lent while writes are quiet.
 
-use tierkv::{Compression, Db, Options, ReadOptions, TierConfig, WriteOptions};
+use std::time::{Duration, Instant};
+use tierkv::{Compression, Db, Options, Placement, ReadOptions, TierConfig, WriteOptions};
 
 const CAPACITY: u64 = 3 << 20;
 const WAL_RESERVE: u64 = 512 << 10;
@@ -95,5 +97,69 @@ fn flushes_stay_on_the_fast_tier_when_compactions_filled_it() {
             Some(value(i)),
             "key {i}"
         );
+    }
+}
+
+/// With `placement = auto`, the reserve is lent (all but two memtables) once writes have been
+/// quiet for a while, and held whole again as soon as they pick up.
+#[test]
+fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let o = Options::builder()
+        .tier(TierConfig::new("fast", root.join("fast")).with_capacity(CAPACITY))
+        .tier(TierConfig::new("capacity", root.join("capacity")))
+        .placement(Placement::Auto)
+        .fast_tier_bandwidth(100 << 30)
+        .write_buffer_size(64 << 10)
+        .target_file_size(64 << 10)
+        .fast_tier_wal_reserve(WAL_RESERVE)
+        .fast_tier_flush_reserve(FLUSH_RESERVE)
+        .build()
+        .unwrap();
+    let db = Db::open(o).unwrap();
+    for i in 0..500 {
+        db.put(&WriteOptions::default(), &key(i), &value(i))
+            .unwrap();
+    }
+    assert_eq!(db.stats().flush_reserve_lent, 0, "writes just flowed");
+    let lent = wait_for(Duration::from_secs(20), || {
+        let lent = db.stats().flush_reserve_lent;
+        (lent > 0).then_some(lent)
+    })
+    .expect("quiet writes: the reserve is lent");
+    assert_eq!(
+        lent,
+        FLUSH_RESERVE - 2 * (64 << 10),
+        "two memtables stay held"
+    );
+
+    let mut i = 500;
+    let reclaimed = wait_for(Duration::from_secs(10), || {
+        for _ in 0..200 {
+            db.put(&WriteOptions::default(), &key(i), &value(i))
+                .unwrap();
+            i += 1;
+        }
+        (db.stats().flush_reserve_lent == 0).then_some(())
+    });
+    assert!(reclaimed.is_some(), "a burst takes the reserve back");
+    for k in 0..i {
+        let v = db.get(&ReadOptions::default(), &key(k)).unwrap();
+        assert_eq!(v, Some(value(k)), "key {k}");
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some` or `limit` passes.
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

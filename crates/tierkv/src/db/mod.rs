@@ -545,6 +545,7 @@ impl DbInner {
             txn_conflicts: stats::load(&c.txn_conflicts),
             placement,
             migrations: stats::load(&c.migrations),
+            flush_reserve_lent: self.tiers.flush_reserve_full() - self.tiers.flush_reserve(),
             background_paced_micros: self.tiers.background_limiter().waited_micros(),
             placement_history,
             tier_io: self.io_report(),

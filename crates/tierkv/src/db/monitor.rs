@@ -4,14 +4,17 @@
 //! hands the tiers' cumulative byte counters to the monitor (no hot-path cost: the counters
 //! exist anyway), takes a window sample, and, with `placement = auto`, gives the controller a
 //! reading of the fast tier: utilisation against its bandwidth ceiling, table space against
-//! its budget, and whether writes stalled since the last sample.
+//! its budget, and whether writes stalled since the last sample. It also lets the reserve
+//! lender (`reserve`) set how much of the flush reserve tier 0 holds, from the WAL's rate.
 
 use super::DbInner;
 use crate::autoplace::{MigrationHint, Reading};
 use crate::iomon::IoKind;
+use crate::options::Options;
 use crate::placement::Placer;
+use crate::reserve::ReserveLender;
 use crate::stats;
-use crate::tier::WriteKind;
+use crate::tier::{Tiers, WriteKind};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -19,10 +22,26 @@ use std::time::{Duration, Instant};
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// The head thread's sampling state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct IoSampler {
     last: Option<Instant>,
     last_stall_micros: u64,
+    /// With `placement = auto` and two or more tiers: lends the flush reserve while writes
+    /// are quiet (migration gives it back when they pick up; fixed placements have none).
+    lender: Option<ReserveLender>,
+}
+
+impl IoSampler {
+    pub(super) fn new(opts: &Options, placer: &Placer, tiers: &Tiers) -> IoSampler {
+        let auto = matches!(placer, Placer::Auto(_));
+        let lender = (auto && tiers.flush_reserve_full() > 0)
+            .then(|| ReserveLender::new(tiers.flush_reserve_full(), opts.write_buffer_size as u64));
+        IoSampler {
+            last: None,
+            last_stall_micros: 0,
+            lender,
+        }
+    }
 }
 
 impl DbInner {
@@ -42,6 +61,12 @@ impl DbInner {
         let stall = stats::load(&self.counters.stall_micros);
         let stalled = stall > sampler.last_stall_micros;
         sampler.last_stall_micros = stall;
+        if let Some(lender) = &mut sampler.lender {
+            let wal = windows
+                .first()
+                .map_or(0.0, |w| w.kind(IoKind::Wal).bytes_per_sec);
+            self.tiers.hold_flush_reserve(lender.step(wal, now));
+        }
         drop(sampler);
         self.pace_background(windows.first().and_then(|w| w.ceiling));
         if let Placer::Auto(ctl) = &self.placer {

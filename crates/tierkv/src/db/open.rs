@@ -161,7 +161,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         wal: Mutex::new(wal),
         pipeline: Pipeline::new(pwal, last_seq),
         iomon: monitor(&opts, &tiers)?,
-        io_sampler: Mutex::new(IoSampler::default()),
+        io_sampler: Mutex::new(IoSampler::new(&opts, &placer, &tiers)),
         placer,
         migration_limiter: Default::default(),
         next_write_at: Mutex::new(None),
