@@ -124,7 +124,9 @@ pub struct Options {
     pub fast_tier_wal_reserve: Option<u64>,
     /// Bytes of tier 0's table budget that only memtable flushes may use, so that L0 stays on
     /// the fast tier when compactions (or placement) have filled the rest. Only with two or
-    /// more tiers. Default: see [`Options::flush_reserve`].
+    /// more tiers. Default: see [`Options::flush_reserve`]. With [`Placement::Auto`], all but
+    /// two memtables of it are lent to compactions and migration while reads flow and writes are
+    /// quiet (`reserve::ReserveLender`).
     pub fast_tier_flush_reserve: Option<u64>,
     /// How new tables are placed on tiers. Default [`Placement::Fixed`] (by `levels_on_fast`).
     pub placement: Placement,

@@ -7,14 +7,20 @@
 //! capacity tier. Holding 32 MiB instead raised the fast tier's share of table reads from 29% to
 //! 32% and cut the run's p99 read latency by a fifth (BENCHMARKS.md).
 //!
-//! [`ReserveLender`] decides how much of the reserve to hold from the WAL's write rate: all of
-//! it while writes flow; only `floor` (room for two flushes) once writes have been quiet for
-//! [`QUIET_HOLD`]. Quiet means a memtable takes longer than [`QUIET_FILL`] to fill: long enough
-//! for migration to move a table down before the next flush needs its room. Writes picking up
-//! (a memtable filling within [`BUSY_FILL`]) take the whole reserve back at the next reading.
-//! Taking it back costs no I/O: the placement budget shrinks, the controller sees the tier past
-//! its watermark, and migration moves the coldest tables down, while flushes, which may use
-//! the reserve, still find room.
+//! [`ReserveLender`] decides how much of the reserve to hold from what writes and reads do:
+//! all of it while writes flow; only `floor` (room for two flushes) once a read-mostly load has
+//! lasted [`QUIET_HOLD`]. Read-mostly means reads flow, no write stalled, and a memtable takes
+//! longer than [`QUIET_FILL`] to fill: long enough for migration to move a table down before the
+//! next flush needs its room. Writes picking up (a memtable filling within [`BUSY_FILL`], or a
+//! write stall) take the whole reserve back at the next reading. Taking it back costs no I/O:
+//! the placement budget shrinks, the controller sees the tier past its watermark, and migration
+//! moves the coldest tables down, while flushes, which may use the reserve, still find room.
+//!
+//! NB: reads must flow. Lending serves reads, and a pause without them is often the gap before
+//! more writes: lent during the pause after a load in the lab, the room filled with deep tables,
+//! the next write burst found L1's room on the fast tier taken, and a write waited 183 ms. A
+//! stall counts as busy because a stalled writer is slow only because it is held back: a load
+//! short of compaction dipped under the quiet rate for seconds at a time.
 //!
 //! Pure policy, like `autoplace`: readings in, a reserve out; time comes in as `Instant`s.
 
@@ -27,6 +33,17 @@ pub const QUIET_FILL: Duration = Duration::from_secs(5);
 pub const BUSY_FILL: Duration = Duration::from_millis(2500);
 /// How long writes must stay quiet before the reserve is lent.
 pub const QUIET_HOLD: Duration = Duration::from_secs(5);
+
+/// What the lender reads every sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Activity {
+    /// The WAL's bytes/s over the monitor's window.
+    pub wal_bytes_per_sec: f64,
+    /// Point reads were served since the last sample.
+    pub reads_flowing: bool,
+    /// A write stalled since the last sample.
+    pub stalled: bool,
+}
 
 /// Decides how much of tier 0's flush reserve to hold.
 #[derive(Debug, Clone)]
@@ -54,12 +71,13 @@ impl ReserveLender {
         }
     }
 
-    /// The reserve to hold after a reading of the WAL's bytes/s at `now`.
-    pub fn step(&mut self, wal_bytes_per_sec: f64, now: Instant) -> u64 {
-        if wal_bytes_per_sec > self.busy_above {
+    /// The reserve to hold after reading `a` at `now`. Without reads (an idle database) a
+    /// loan neither starts nor ends.
+    pub fn step(&mut self, a: Activity, now: Instant) -> u64 {
+        if a.stalled || a.wal_bytes_per_sec > self.busy_above {
             self.lending = false;
         }
-        if wal_bytes_per_sec < self.quiet_below {
+        if a.reads_flowing && !a.stalled && a.wal_bytes_per_sec < self.quiet_below {
             let since = *self.quiet_since.get_or_insert(now);
             if now.saturating_duration_since(since) >= QUIET_HOLD {
                 self.lending = true;
@@ -90,11 +108,24 @@ mod tests {
         t0 + Duration::from_secs_f64(s)
     }
 
+    /// Reads flowing beside `wal_mib` MiB/s of WAL writes, no stall.
+    fn reads(wal_mib: f64) -> Activity {
+        Activity {
+            wal_bytes_per_sec: wal_mib * MIB as f64,
+            reads_flowing: true,
+            stalled: false,
+        }
+    }
+
+    fn lender() -> ReserveLender {
+        ReserveLender::new(112 * MIB, 16 * MIB)
+    }
+
     #[test]
     fn lends_after_quiet_hold_and_reclaims_at_once() {
         let t0 = Instant::now();
-        let mut l = ReserveLender::new(112 * MIB, 16 * MIB);
-        let quiet = 1.0 * MIB as f64; // a memtable every 16 s
+        let mut l = lender();
+        let quiet = reads(1.0); // a memtable every 16 s
         assert_eq!(
             l.step(quiet, t0),
             112 * MIB,
@@ -106,9 +137,8 @@ mod tests {
             32 * MIB,
             "lends all but two memtables"
         );
-        let burst = 20.0 * MIB as f64;
         assert_eq!(
-            l.step(burst, secs(t0, 5.1)),
+            l.step(reads(20.0), secs(t0, 5.1)),
             112 * MIB,
             "a burst takes it back"
         );
@@ -119,8 +149,8 @@ mod tests {
     #[test]
     fn a_rate_between_the_thresholds_changes_nothing() {
         let t0 = Instant::now();
-        let mut l = ReserveLender::new(112 * MIB, 16 * MIB);
-        let between = 4.0 * MIB as f64; // a memtable every 4 s: neither quiet nor busy
+        let mut l = lender();
+        let between = reads(4.0); // a memtable every 4 s: neither quiet nor busy
         for s in 0..20 {
             assert_eq!(
                 l.step(between, secs(t0, s as f64)),
@@ -129,7 +159,7 @@ mod tests {
             );
         }
         for s in 20..26 {
-            l.step(0.0, secs(t0, s as f64));
+            l.step(reads(0.0), secs(t0, s as f64));
         }
         assert_eq!(l.held(), 32 * MIB);
         for s in 26..40 {
@@ -142,10 +172,52 @@ mod tests {
     }
 
     #[test]
+    fn no_loan_without_reads_and_none_through_stalls() {
+        let t0 = Instant::now();
+        let mut l = lender();
+        let idle = Activity {
+            reads_flowing: false,
+            ..reads(0.0)
+        };
+        for s in 0..20 {
+            assert_eq!(
+                l.step(idle, secs(t0, s as f64)),
+                112 * MIB,
+                "an idle pause lends nothing"
+            );
+        }
+        let held_back = Activity {
+            stalled: true,
+            ..reads(1.0)
+        };
+        for s in 20..40 {
+            assert_eq!(
+                l.step(held_back, secs(t0, s as f64)),
+                112 * MIB,
+                "stalled writes are not quiet"
+            );
+        }
+        for s in 40..=45 {
+            l.step(reads(1.0), secs(t0, s as f64));
+        }
+        assert_eq!(l.held(), 32 * MIB);
+        assert_eq!(
+            l.step(idle, secs(t0, 50.0)),
+            32 * MIB,
+            "idle keeps the loan"
+        );
+        assert_eq!(
+            l.step(held_back, secs(t0, 51.0)),
+            112 * MIB,
+            "a stall ends it"
+        );
+    }
+
+    #[test]
     fn a_small_reserve_is_never_lent_below_itself() {
         let t0 = Instant::now();
         let mut l = ReserveLender::new(16 * MIB, 16 * MIB);
-        l.step(0.0, t0);
-        assert_eq!(l.step(0.0, secs(t0, 6.0)), 16 * MIB);
+        l.step(reads(0.0), t0);
+        assert_eq!(l.step(reads(0.0), secs(t0, 6.0)), 16 * MIB);
     }
 }

@@ -100,8 +100,9 @@ fn flushes_stay_on_the_fast_tier_when_compactions_filled_it() {
     }
 }
 
-/// With `placement = auto`, the reserve is lent (all but two memtables) once writes have been
-/// quiet for a while, and held whole again as soon as they pick up.
+/// With `placement = auto`, the reserve is lent (all but two memtables) once reads have flowed
+/// without writes for a while, not in an idle pause, and held whole again as soon as writes
+/// pick up.
 #[test]
 fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,11 +124,19 @@ fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
             .unwrap();
     }
     assert_eq!(db.stats().flush_reserve_lent, 0, "writes just flowed");
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(db.stats().flush_reserve_lent, 0, "an idle pause lends nothing");
+    let mut r = 0;
     let lent = wait_for(Duration::from_secs(20), || {
+        for _ in 0..20 {
+            let v = db.get(&ReadOptions::default(), &key(r % 500)).unwrap();
+            assert_eq!(v, Some(value(r % 500)));
+            r += 1;
+        }
         let lent = db.stats().flush_reserve_lent;
         (lent > 0).then_some(lent)
     })
-    .expect("quiet writes: the reserve is lent");
+    .expect("reads without writes: the reserve is lent");
     assert_eq!(
         lent,
         FLUSH_RESERVE - 2 * (64 << 10),

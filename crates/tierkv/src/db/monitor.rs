@@ -12,7 +12,7 @@ use crate::autoplace::{MigrationHint, Reading};
 use crate::iomon::IoKind;
 use crate::options::Options;
 use crate::placement::Placer;
-use crate::reserve::ReserveLender;
+use crate::reserve::{Activity, ReserveLender};
 use crate::stats;
 use crate::tier::{Tiers, WriteKind};
 use std::sync::atomic::Ordering;
@@ -26,6 +26,8 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 pub(super) struct IoSampler {
     last: Option<Instant>,
     last_stall_micros: u64,
+    /// Point reads served so far, at the last sample.
+    last_reads: u64,
     /// With `placement = auto` and two or more tiers: lends the flush reserve while writes
     /// are quiet (migration gives it back when they pick up; fixed placements have none).
     lender: Option<ReserveLender>,
@@ -39,6 +41,7 @@ impl IoSampler {
         IoSampler {
             last: None,
             last_stall_micros: 0,
+            last_reads: 0,
             lender,
         }
     }
@@ -61,11 +64,19 @@ impl DbInner {
         let stall = stats::load(&self.counters.stall_micros);
         let stalled = stall > sampler.last_stall_micros;
         sampler.last_stall_micros = stall;
+        // NB: multi-get keys count in `gets` too.
+        let reads = stats::load(&self.counters.gets);
+        let reads_flowing = reads > sampler.last_reads;
+        sampler.last_reads = reads;
         if let Some(lender) = &mut sampler.lender {
-            let wal = windows
-                .first()
-                .map_or(0.0, |w| w.kind(IoKind::Wal).bytes_per_sec);
-            self.tiers.hold_flush_reserve(lender.step(wal, now));
+            let activity = Activity {
+                wal_bytes_per_sec: windows
+                    .first()
+                    .map_or(0.0, |w| w.kind(IoKind::Wal).bytes_per_sec),
+                reads_flowing,
+                stalled,
+            };
+            self.tiers.hold_flush_reserve(lender.step(activity, now));
         }
         drop(sampler);
         self.pace_background(windows.first().and_then(|w| w.ceiling));
