@@ -1,11 +1,11 @@
-//! Lending the fast tier's flush reserve while writes are quiet (`placement = auto`).
+//! Lending the fast tier's flush reserve while the load is read-mostly (`placement = auto`).
 //!
 //! The flush reserve (`Options::flush_reserve`) keeps room on tier 0 that only memtable
 //! flushes may fill, so a write burst finds the upper levels' room free. On a read-mostly
 //! workload that room sits empty: a 95%-read run in the lab flushed twice in twenty seconds
 //! while 112 MiB of the fast tier held nothing and deep tables were read from the throttled
 //! capacity tier. Holding 32 MiB instead raised the fast tier's share of table reads from 29% to
-//! 32% and cut the run's p99 read latency by a fifth (BENCHMARKS.md).
+//! 32% (BENCHMARKS.md, session 8).
 //!
 //! [`ReserveLender`] decides how much of the reserve to hold from what writes and reads do:
 //! all of it while writes flow; only `floor` (room for two flushes) once a read-mostly load has
