@@ -125,7 +125,11 @@ fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
     }
     assert_eq!(db.stats().flush_reserve_lent, 0, "writes just flowed");
     std::thread::sleep(Duration::from_secs(7));
-    assert_eq!(db.stats().flush_reserve_lent, 0, "an idle pause lends nothing");
+    assert_eq!(
+        db.stats().flush_reserve_lent,
+        0,
+        "an idle pause lends nothing"
+    );
     let mut r = 0;
     let lent = wait_for(Duration::from_secs(20), || {
         for _ in 0..20 {
