@@ -415,8 +415,10 @@ impl AutoPlace {
     ///
     /// NB: a quarter step a second was too slow for a saturated tier. On write-only in the
     /// paper's setting the pointer took four of a run's eight seconds to walk from L2+0% to
-    /// L1+0% at utilisation 1.2-2.6, and the run ended 0.89x the best fixed split. Below the
-    /// ceiling, single steps keep the pointer able to settle inside a level.
+    /// L1+0% at utilisation 1.2-2.6, and the run ended 0.89x the best fixed split. With whole
+    /// levels it got there in two moves, but the one run measured since (0.81x, every split
+    /// slower than before) shows no gain yet (BENCHMARKS.md, session 8). Below the ceiling,
+    /// single steps keep the pointer able to settle inside a level.
     fn up_target(&self, reason: Reason, r: &Reading) -> Option<usize> {
         let one_step = self.position.checked_sub(1)?;
         if reason == Reason::BandwidthHigh && r.utilisation >= SATURATED {
