@@ -223,8 +223,8 @@ pub struct Stats {
     pub placement: String,
     /// Tables moved between tiers by automatic placement.
     pub migrations: u64,
-    /// Bytes of the fast tier's flush reserve lent now to compactions and migration (writes
-    /// are quiet; see `reserve`).
+    /// Bytes of the fast tier's flush reserve lent now to compactions and migration (the load
+    /// is read-mostly; see `reserve`).
     pub flush_reserve_lent: u64,
     /// Time background writes to the fast tier waited for its rate limit (microseconds).
     pub background_paced_micros: u64,

@@ -5,11 +5,12 @@
 //! exist anyway), takes a window sample, and, with `placement = auto`, gives the controller a
 //! reading of the fast tier: utilisation against its bandwidth ceiling, table space against
 //! its budget, and whether writes stalled since the last sample. It also lets the reserve
-//! lender (`reserve`) set how much of the flush reserve tier 0 holds, from the WAL's rate.
+//! lender (`reserve`) set how much of the flush reserve tier 0 holds, from the WAL's rate,
+//! whether point reads flow and whether writes stalled.
 
 use super::DbInner;
 use crate::autoplace::{MigrationHint, Reading};
-use crate::iomon::IoKind;
+use crate::iomon::{IoKind, TierWindow};
 use crate::options::Options;
 use crate::placement::Placer;
 use crate::reserve::{Activity, ReserveLender};
@@ -28,8 +29,9 @@ pub(super) struct IoSampler {
     last_stall_micros: u64,
     /// Point reads served so far, at the last sample.
     last_reads: u64,
-    /// With `placement = auto` and two or more tiers: lends the flush reserve while writes
-    /// are quiet (migration gives it back when they pick up; fixed placements have none).
+    /// With `placement = auto` and two or more tiers: lends the flush reserve while the load
+    /// is read-mostly (migration gives it back when writes pick up; fixed placements have
+    /// none).
     lender: Option<ReserveLender>,
 }
 
@@ -61,28 +63,16 @@ impl DbInner {
         sampler.last = Some(now);
         self.observe_counters(now);
         let windows = self.iomon.sample(now);
+        let fast = windows.first();
         let stall = stats::load(&self.counters.stall_micros);
         let stalled = stall > sampler.last_stall_micros;
         sampler.last_stall_micros = stall;
-        // NB: multi-get keys count in `gets` too.
-        let reads = stats::load(&self.counters.gets);
-        let reads_flowing = reads > sampler.last_reads;
-        sampler.last_reads = reads;
-        if let Some(lender) = &mut sampler.lender {
-            let activity = Activity {
-                wal_bytes_per_sec: windows
-                    .first()
-                    .map_or(0.0, |w| w.kind(IoKind::Wal).bytes_per_sec),
-                reads_flowing,
-                stalled,
-            };
-            self.tiers.hold_flush_reserve(lender.step(activity, now));
-        }
+        self.step_reserve_lender(&mut sampler, fast, stalled, now);
         drop(sampler);
-        self.pace_background(windows.first().and_then(|w| w.ceiling));
+        self.pace_background(fast.and_then(|w| w.ceiling));
         if let Placer::Auto(ctl) = &self.placer {
             let reading = Reading {
-                utilisation: windows.first().and_then(|w| w.utilisation).unwrap_or(0.0),
+                utilisation: fast.and_then(|w| w.utilisation).unwrap_or(0.0),
                 // NB: the share placement governs, without the flush reserve: with it, the
                 // watermark would sit above what compactions may fill, and the pointer and
                 // migration would never react to a full tier.
@@ -102,6 +92,29 @@ impl DbInner {
                 self.bg_cv.notify_one();
             }
         }
+    }
+
+    /// Lets the reserve lender, if any, set how much of the flush reserve tier 0 holds, from
+    /// the fast tier's WAL rate, whether point reads flowed and whether a write stalled.
+    fn step_reserve_lender(
+        &self,
+        sampler: &mut IoSampler,
+        fast: Option<&TierWindow>,
+        stalled: bool,
+        now: Instant,
+    ) {
+        let Some(lender) = &mut sampler.lender else {
+            return;
+        };
+        // NB: multi-get keys count in `gets` too.
+        let reads = stats::load(&self.counters.gets);
+        let activity = Activity {
+            wal_bytes_per_sec: fast.map_or(0.0, |w| w.kind(IoKind::Wal).bytes_per_sec),
+            reads_flowing: reads > sampler.last_reads,
+            stalled,
+        };
+        sampler.last_reads = reads;
+        self.tiers.hold_flush_reserve(lender.step(activity, now));
     }
 
     /// Bytes of tables on the fast tier that count against the placement budget: all of them
