@@ -242,7 +242,8 @@ pub struct Profile {
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
 /// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`), `fr=` (its
-/// `fast_tier_flush_reserve`, in bytes) and `mr=` (its `auto_migration_busy_rate`, bytes/s).
+/// `fast_tier_flush_reserve`, in bytes), `mr=` (its `auto_migration_busy_rate`, bytes/s) and
+/// `rep=` (its `auto_replicas`: 0 off, 1 on).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct AutoTuning {
     pub bw_low: Option<f64>,
@@ -251,6 +252,7 @@ pub struct AutoTuning {
     pub space_target: Option<f64>,
     pub flush_reserve: Option<f64>,
     pub migration_rate: Option<f64>,
+    pub replicas: Option<f64>,
 }
 
 impl AutoTuning {
@@ -258,7 +260,8 @@ impl AutoTuning {
         *self == AutoTuning::default()
     }
 
-    /// Sets the setting `name` (`bwl`, `bwh`, `sph`, `spt`, `fr` or `mr`) from a profile part.
+    /// Sets the setting `name` (`bwl`, `bwh`, `sph`, `spt`, `fr`, `mr` or `rep`) from a profile
+    /// part.
     fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let slot = match name {
             "bwl" => &mut self.bw_low,
@@ -267,9 +270,10 @@ impl AutoTuning {
             "spt" => &mut self.space_target,
             "fr" => &mut self.flush_reserve,
             "mr" => &mut self.migration_rate,
+            "rep" => &mut self.replicas,
             _ => bail!(
-                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph, spt, fr or mr \
-                 (e.g. auto+bwl=0.3+bwh=0.7)"
+                "unknown threshold {name:?} in a profile: expected bwl, bwh, sph, spt, fr, mr or \
+                 rep (e.g. auto+bwl=0.3+bwh=0.7)"
             ),
         };
         if slot.is_some() {
@@ -465,6 +469,9 @@ mod tierkv_engine {
             }
             if let Some(v) = t.migration_rate {
                 b = b.auto_migration_busy_rate(v as u64);
+            }
+            if let Some(v) = t.replicas {
+                b = b.auto_replicas(v != 0.0);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -915,7 +922,7 @@ mod tests {
         );
         assert!(p("auto").auto);
         assert!(p("auto+parallel").auto);
-        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864");
+        let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(
             tuned.tuning,
             AutoTuning {
@@ -925,6 +932,7 @@ mod tests {
                 space_target: Some(0.85),
                 flush_reserve: Some(0.0),
                 migration_rate: Some(67108864.0),
+                replicas: Some(0.0),
             }
         );
         for bad in [

@@ -151,6 +151,11 @@ pub struct Options {
     /// unpaced when they stop): its reads share the slower tier with foreground reads. Default
     /// 16 MiB/s (see `autoplace::DEFAULT_MIGRATION_BUSY_RATE`); at least 1.
     pub auto_migration_busy_rate: u64,
+    /// `placement = auto`: keep replicas on the fast tier, in room no table needs, of the
+    /// slower tiers' most-read tables (`db::replica`). Reads go to the replica; a table that
+    /// needs the room, or a write burst taking the flush reserve back, drops replicas at once.
+    /// Default true.
+    pub auto_replicas: bool,
     /// How the WAL is written. Default [`WalMode::Group`].
     pub wal: WalMode,
     /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
@@ -250,6 +255,7 @@ impl Default for Options {
             auto_space_high: autoplace::DEFAULT_SPACE_HIGH,
             auto_space_target: autoplace::DEFAULT_SPACE_TARGET,
             auto_migration_busy_rate: autoplace::DEFAULT_MIGRATION_BUSY_RATE,
+            auto_replicas: true,
             wal: WalMode::Group,
             wal_loggers: 3,
             wal_inflight: 4,
@@ -652,6 +658,7 @@ struct TomlOptions {
     auto_space_target: Option<f64>,
     #[serde(default, deserialize_with = "de_opt_size")]
     auto_migration_busy_rate: Option<u64>,
+    auto_replicas: Option<bool>,
     wal: Option<WalMode>,
     wal_loggers: Option<usize>,
     wal_inflight: Option<usize>,
@@ -714,6 +721,7 @@ impl TomlOptions {
             auto_migration_busy_rate: self
                 .auto_migration_busy_rate
                 .unwrap_or(d.auto_migration_busy_rate),
+            auto_replicas: self.auto_replicas.unwrap_or(d.auto_replicas),
             wal: self.wal.unwrap_or(d.wal),
             wal_loggers: self.wal_loggers.unwrap_or(d.wal_loggers),
             wal_inflight: self.wal_inflight.unwrap_or(d.wal_inflight),
@@ -824,6 +832,8 @@ impl OptionsBuilder {
         auto_space_target: f64,
         /// See [`Options::auto_migration_busy_rate`].
         auto_migration_busy_rate: u64,
+        /// See [`Options::auto_replicas`].
+        auto_replicas: bool,
         /// See [`Options::wal`].
         wal: WalMode,
         /// See [`Options::wal_loggers`].
@@ -985,6 +995,7 @@ mod tests {
             auto_space_high = 0.95
             auto_space_target = 0.85
             auto_migration_busy_rate = "32MiB"
+            auto_replicas = false
             fast_tier_flush_reserve = "96MiB"
             [[tier]]
             name = "fast"
@@ -1009,6 +1020,7 @@ mod tests {
         assert_eq!(opts.fast_tier_bandwidth, Some(2 << 30));
         assert_eq!(opts.flush_reserve(), 96 << 20);
         assert_eq!(opts.auto_migration_busy_rate, 32 << 20);
+        assert!(!opts.auto_replicas);
         let ctl = opts.auto_place_config();
         assert_eq!(
             (ctl.bw_low, ctl.bw_high, ctl.space_high, ctl.space_target),

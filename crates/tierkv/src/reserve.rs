@@ -1,26 +1,24 @@
-//! Lending the fast tier's flush reserve while the load is read-mostly (`placement = auto`).
+//! Lending the fast tier's flush reserve to replicas while writes are quiet (`placement =
+//! auto`).
 //!
 //! The flush reserve (`Options::flush_reserve`) keeps room on tier 0 that only memtable
 //! flushes may fill, so a write burst finds the upper levels' room free. On a read-mostly
 //! workload that room sits empty: a 95%-read run in the lab flushed twice in twenty seconds
 //! while 112 MiB of the fast tier held nothing and deep tables were read from the throttled
-//! capacity tier. Holding 32 MiB instead raised the fast tier's share of table reads from 29% to
-//! 32% (BENCHMARKS.md, session 8).
+//! capacity tier (BENCHMARKS.md, session 8).
 //!
-//! [`ReserveLender`] decides how much of the reserve to hold from what writes and reads do:
-//! all of it while writes flow; only `floor` (room for two flushes) once a read-mostly load has
-//! lasted [`QUIET_HOLD`]. Read-mostly means reads flow, no write stalled, and a memtable takes
-//! longer than [`QUIET_FILL`] to fill: long enough for migration to move a table down before the
-//! next flush needs its room. Writes picking up (a memtable filling within [`BUSY_FILL`], or a
-//! write stall) take the whole reserve back at the next reading. Taking it back costs no I/O:
-//! the placement budget shrinks, the controller sees the tier past its watermark, and migration
-//! moves the coldest tables down, while flushes, which may use the reserve, still find room.
+//! [`ReserveLender`] decides how much of the reserve to hold from what writes do: all of it
+//! while writes flow; only `floor` (room for two flushes) once writes have been quiet for
+//! [`QUIET_HOLD`]. Quiet means no write stalled and a memtable takes longer than [`QUIET_FILL`]
+//! to fill. Writes picking up (a memtable filling within [`BUSY_FILL`], or a write stall) take
+//! the whole reserve back at the next reading. A stall counts as busy because a stalled writer
+//! is slow only because it is held back: a load short of compaction dipped under the quiet
+//! rate for seconds at a time.
 //!
-//! NB: reads must flow. Lending serves reads, and a pause without them is often the gap before
-//! more writes: lent during the pause after a load in the lab, the room filled with deep tables,
-//! the next write burst found L1's room on the fast tier taken, and a write waited 183 ms. A
-//! stall counts as busy because a stalled writer is slow only because it is held back: a load
-//! short of compaction dipped under the quiet rate for seconds at a time.
+//! What is lent is only ever used by replicas (`db::replica`), which give it back at once, so
+//! an idle pause may lend too. (Lent to tables, it took migration seconds to give back: lent
+//! during the pause after a load in the lab, the room filled with deep tables, and the next
+//! write burst found L1's room taken and a write waited 183 ms.)
 //!
 //! Pure policy, like `autoplace`: readings in, a reserve out; time comes in as `Instant`s.
 
@@ -31,10 +29,10 @@ pub const QUIET_FILL: Duration = Duration::from_secs(5);
 /// Writes count as busy again once a memtable would fill faster than this (the gap to
 /// [`QUIET_FILL`] keeps a rate near the threshold from lending and reclaiming in turn).
 pub const BUSY_FILL: Duration = Duration::from_millis(2500);
-/// How long a read-mostly load must last before the reserve is lent (beyond the monitor's
-/// one-second window the rate is read over). Short, because on a read-mostly run each second
-/// without the loan is a second with less of the tree on the fast tier: with 5 s, a 19 s ycsb-b
-/// run in the lab lent only from its sixth second and ran 1.29x RocksDB's throughput.
+/// How long writes must stay quiet before the reserve is lent (beyond the monitor's one-second
+/// window the rate is read over). Short, because on a read-mostly run each second without the
+/// loan is a second with less of the tree on the fast tier: with 5 s, a 19 s ycsb-b run in the
+/// lab lent only from its sixth second and ran 1.29x RocksDB's throughput.
 pub const QUIET_HOLD: Duration = Duration::from_secs(2);
 
 /// What the lender reads every sample.
@@ -42,8 +40,6 @@ pub const QUIET_HOLD: Duration = Duration::from_secs(2);
 pub struct Activity {
     /// The WAL's bytes/s over the monitor's window.
     pub wal_bytes_per_sec: f64,
-    /// Point reads were served since the last sample.
-    pub reads_flowing: bool,
     /// A write stalled since the last sample.
     pub stalled: bool,
 }
@@ -74,13 +70,12 @@ impl ReserveLender {
         }
     }
 
-    /// The reserve to hold after reading `a` at `now`. Without reads (an idle database) a
-    /// loan neither starts nor ends.
+    /// The reserve to hold after reading `a` at `now`.
     pub fn step(&mut self, a: Activity, now: Instant) -> u64 {
         if a.stalled || a.wal_bytes_per_sec > self.busy_above {
             self.lending = false;
         }
-        if a.reads_flowing && !a.stalled && a.wal_bytes_per_sec < self.quiet_below {
+        if !a.stalled && a.wal_bytes_per_sec < self.quiet_below {
             let since = *self.quiet_since.get_or_insert(now);
             if now.saturating_duration_since(since) >= QUIET_HOLD {
                 self.lending = true;
@@ -111,11 +106,10 @@ mod tests {
         t0 + Duration::from_secs_f64(s)
     }
 
-    /// Reads flowing beside `wal_mib` MiB/s of WAL writes, no stall.
+    /// `wal_mib` MiB/s of WAL writes, no stall.
     fn reads(wal_mib: f64) -> Activity {
         Activity {
             wal_bytes_per_sec: wal_mib * MIB as f64,
-            reads_flowing: true,
             stalled: false,
         }
     }
@@ -175,42 +169,26 @@ mod tests {
     }
 
     #[test]
-    fn no_loan_without_reads_and_none_through_stalls() {
+    fn an_idle_pause_lends_and_stalls_never_do() {
         let t0 = Instant::now();
         let mut l = lender();
-        let idle = Activity {
-            reads_flowing: false,
-            ..reads(0.0)
-        };
-        for s in 0..20 {
-            assert_eq!(
-                l.step(idle, secs(t0, s as f64)),
-                112 * MIB,
-                "an idle pause lends nothing"
-            );
-        }
         let held_back = Activity {
             stalled: true,
             ..reads(1.0)
         };
-        for s in 20..40 {
+        for s in 0..20 {
             assert_eq!(
                 l.step(held_back, secs(t0, s as f64)),
                 112 * MIB,
                 "stalled writes are not quiet"
             );
         }
-        for s in 40..=45 {
-            l.step(reads(1.0), secs(t0, s as f64));
+        for s in 20..=23 {
+            l.step(reads(0.0), secs(t0, s as f64));
         }
-        assert_eq!(l.held(), 32 * MIB);
+        assert_eq!(l.held(), 32 * MIB, "an idle pause lends");
         assert_eq!(
-            l.step(idle, secs(t0, 50.0)),
-            32 * MIB,
-            "idle keeps the loan"
-        );
-        assert_eq!(
-            l.step(held_back, secs(t0, 51.0)),
+            l.step(held_back, secs(t0, 24.0)),
             112 * MIB,
             "a stall ends it"
         );

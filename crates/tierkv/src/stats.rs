@@ -223,9 +223,17 @@ pub struct Stats {
     pub placement: String,
     /// Tables moved between tiers by automatic placement.
     pub migrations: u64,
-    /// Bytes of the fast tier's flush reserve lent now to compactions and migration (the load
-    /// is read-mostly; see `reserve`).
+    /// Bytes of the fast tier's flush reserve lent now to replicas (writes are quiet; see
+    /// `reserve`).
     pub flush_reserve_lent: u64,
+    /// Replicas on the fast tier now (`Options::auto_replicas`), and the bytes they take.
+    pub replicas: u64,
+    /// Bytes of the fast tier replicas take now.
+    pub replica_bytes: u64,
+    /// Replicas completed and dropped since open.
+    pub replicas_made: u64,
+    /// Replicas dropped since open (for a table's room, the reserve, or a deleted table).
+    pub replicas_dropped: u64,
     /// Time background writes to the fast tier waited for its rate limit (microseconds).
     pub background_paced_micros: u64,
     /// Automatic placement's recent pointer moves, oldest first.
@@ -354,6 +362,16 @@ impl fmt::Display for Stats {
             self.migrations,
             human_bytes(self.flush_reserve_lent)
         )?;
+        if self.replicas_made > 0 {
+            writeln!(
+                f,
+                "replicas on the fast tier: {} ({}); {} made, {} dropped",
+                self.replicas,
+                human_bytes(self.replica_bytes),
+                self.replicas_made,
+                self.replicas_dropped
+            )?;
+        }
         for d in &self.placement_history {
             writeln!(f, "  moved {d}")?;
         }

@@ -88,9 +88,12 @@ pub struct Tiers {
     wal_reserve: u64,
     /// Bytes of tier 0 only flushes may take (`Options::flush_reserve`; 0 with one tier).
     flush_reserve: u64,
-    /// The part of `flush_reserve` held now; the rest is lent to compactions and migration
-    /// while writes are quiet (`reserve::ReserveLender`).
+    /// The part of `flush_reserve` held now; replicas may use the rest while writes are
+    /// quiet (`reserve::ReserveLender`).
     flush_reserve_held: AtomicU64,
+    /// Bytes of tier 0 taken by replicas (`db::replica`): copies of slower tiers' tables that
+    /// tier 0 keeps in room no table needs, given back at once when a table does.
+    replica_used: AtomicU64,
     /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
@@ -106,6 +109,9 @@ pub enum FileKind {
     Table,
     /// `MANIFEST-NNNNNN`
     Manifest,
+    /// `NNNNNN.replica`: a copy on tier 0 of table `NNNNNN` kept on a slower tier (see
+    /// `db::replica`); never listed in the MANIFEST.
+    Replica,
 }
 
 /// The file name of a numbered file.
@@ -114,6 +120,7 @@ pub fn file_name(kind: FileKind, number: u64) -> String {
         FileKind::Wal => format!("{number:06}.log"),
         FileKind::Table => format!("{number:06}.sst"),
         FileKind::Manifest => format!("MANIFEST-{number:06}"),
+        FileKind::Replica => format!("{number:06}.replica"),
     }
 }
 
@@ -127,6 +134,7 @@ pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
     match ext {
         "log" => Some((FileKind::Wal, number)),
         "sst" => Some((FileKind::Table, number)),
+        "replica" => Some((FileKind::Replica, number)),
         _ => None,
     }
 }
@@ -168,6 +176,7 @@ impl Tiers {
             wal_reserve: opts.wal_reserve(),
             flush_reserve,
             flush_reserve_held: AtomicU64::new(flush_reserve),
+            replica_used: AtomicU64::new(0),
             background_limiter: Arc::default(),
             read_io_uring: opts.read_io_uring,
         })
@@ -268,24 +277,85 @@ impl Tiers {
         self.flush_reserve
     }
 
-    /// Holds `bytes` of the flush reserve (at most all of it) and lends the rest to
-    /// compaction outputs and migration.
+    /// Holds `bytes` of the flush reserve (at most all of it) and lends the rest to replicas.
     pub fn hold_flush_reserve(&self, bytes: u64) {
         let held = bytes.min(self.flush_reserve);
         self.flush_reserve_held.store(held, Ordering::Relaxed);
     }
 
     /// Bytes tables written by `kind` may use on `tier`: its budget, less on tier 0 the WAL
-    /// reserve and, for all but flushes, the flush reserve.
+    /// reserve and, for all but flushes, the whole flush reserve (lent or not: only replicas,
+    /// which are dropped at once, borrow it).
     pub fn table_budget(&self, tier: usize, kind: WriteKind) -> u64 {
         let mut reserve = 0;
         if tier == 0 {
             reserve = self.wal_reserve;
             if kind != WriteKind::Flush {
-                reserve = reserve.saturating_add(self.flush_reserve());
+                reserve = reserve.saturating_add(self.flush_reserve);
             }
         }
         self.tiers[tier].capacity.saturating_sub(reserve)
+    }
+
+    /// Bytes of tier 0 tables and replicas together may use: its budget less the WAL reserve.
+    fn fast_limit(&self) -> u64 {
+        self.tiers[0].capacity.saturating_sub(self.wal_reserve)
+    }
+
+    /// Bytes of tier 0 held by live tables and tables being written.
+    fn fast_tables(&self) -> u64 {
+        let t = &self.tiers[0];
+        t.used().saturating_add(t.pending.load(Ordering::Acquire))
+    }
+
+    /// Bytes of tier 0 replicas take now.
+    pub fn replica_bytes(&self) -> u64 {
+        self.replica_used.load(Ordering::Acquire)
+    }
+
+    /// Takes `size` bytes of tier 0 for a replica if they fit in what tables leave free of the
+    /// budget, less the WAL reserve and the held part of the flush reserve.
+    pub fn charge_replica(&self, size: u64) -> bool {
+        if self.tiers.len() < 2 {
+            return false;
+        }
+        let limit = self.fast_limit().saturating_sub(self.flush_reserve());
+        let tables = self.fast_tables();
+        self.replica_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                let total = tables.saturating_add(used).saturating_add(size);
+                (total <= limit).then_some(used + size)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `size` bytes a replica took.
+    pub fn release_replica(&self, size: u64) {
+        self.replica_used.fetch_sub(size, Ordering::AcqRel);
+    }
+
+    /// Bytes of replicas to drop before a table of `size` written by `kind` fits on tier 0:
+    /// 0 if it fits beside them, or if it would not fit without them either.
+    pub fn replica_shortfall(&self, size: u64, kind: WriteKind) -> u64 {
+        let tables = self.fast_tables().saturating_add(size);
+        if tables > self.table_budget(0, kind) {
+            return 0;
+        }
+        let over = tables
+            .saturating_add(self.replica_bytes())
+            .saturating_sub(self.fast_limit());
+        over.min(self.replica_bytes())
+    }
+
+    /// Bytes of replicas over their room now (the held flush reserve grew, or tables took
+    /// the room): what must be dropped to keep the held reserve free.
+    pub fn replicas_over_room(&self) -> u64 {
+        let limit = self.fast_limit().saturating_sub(self.flush_reserve());
+        let replicas = self.replica_bytes();
+        self.fast_tables()
+            .saturating_add(replicas)
+            .saturating_sub(limit)
+            .min(replicas)
     }
 
     /// Reserves `size` bytes for a new table written by `kind` on the first tier at or after
@@ -296,9 +366,13 @@ impl Tiers {
         for t in preferred..self.tiers.len() {
             let tier = &self.tiers[t];
             let limit = self.table_budget(t, kind);
+            // NB: on tier 0, replicas count too: they give their room back before tables are
+            // placed (`replica_shortfall`), never after.
+            let replicas = if t == 0 { self.replica_bytes() } else { 0 };
             let fits = |pending: u64| {
                 let total = tier.used().saturating_add(pending).saturating_add(size);
-                (total <= limit).then_some(pending + size)
+                let fast_ok = t != 0 || total.saturating_add(replicas) <= self.fast_limit();
+                (total <= limit && fast_ok).then_some(pending + size)
             };
             if tier
                 .pending
@@ -523,7 +597,12 @@ mod tests {
 
     #[test]
     fn file_names_round_trip() {
-        for kind in [FileKind::Wal, FileKind::Table, FileKind::Manifest] {
+        for kind in [
+            FileKind::Wal,
+            FileKind::Table,
+            FileKind::Manifest,
+            FileKind::Replica,
+        ] {
             assert_eq!(parse_file_name(&file_name(kind, 42)), Some((kind, 42)));
         }
         assert_eq!(parse_file_name("CURRENT"), None);
@@ -574,31 +653,69 @@ mod tests {
     }
 
     #[test]
-    fn a_lent_flush_reserve_widens_the_budget_of_all_but_flushes() {
+    fn replicas_use_free_room_and_the_lent_reserve_and_give_it_to_tables() {
         let dir = tempfile::tempdir().unwrap();
         let tiers = tiers(dir.path(), &["fast", "capacity"]);
+        let deep = tiers.place(0, 30 << 20, WriteKind::Compaction).unwrap();
+        assert_eq!(deep.tier(), 0);
+        assert!(
+            !tiers.charge_replica(11 << 20),
+            "with the reserve held, replicas get only the 10 MiB tables leave"
+        );
+        assert!(tiers.charge_replica(10 << 20));
         tiers.hold_flush_reserve(4 << 20);
-        assert_eq!(tiers.flush_reserve(), 4 << 20);
-        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 52 << 20);
-        assert_eq!(tiers.table_budget(0, WriteKind::Migration), 52 << 20);
-        assert_eq!(tiers.table_budget(0, WriteKind::Flush), 56 << 20);
-        let lent = tiers.place(0, 52 << 20, WriteKind::Migration).unwrap();
-        assert_eq!(lent.tier(), 0, "migration uses what is lent");
+        assert_eq!(
+            tiers.table_budget(0, WriteKind::Compaction),
+            40 << 20,
+            "a loan never widens a table's budget"
+        );
+        assert!(tiers.charge_replica(12 << 20), "the lent 12 MiB");
+        assert!(!tiers.charge_replica(1 << 20), "but not the held 4 MiB");
+        assert_eq!(tiers.replica_bytes(), 22 << 20);
+        assert_eq!(tiers.replicas_over_room(), 0);
+
+        // A compaction output that fits the table budget takes room from replicas first.
+        assert_eq!(
+            tiers.replica_shortfall(8 << 20, WriteKind::Compaction),
+            4 << 20
+        );
+        assert_eq!(
+            tiers
+                .place(0, 8 << 20, WriteKind::Compaction)
+                .unwrap()
+                .tier(),
+            1,
+            "not placed on top of replicas"
+        );
+        assert_eq!(
+            tiers.replica_shortfall(11 << 20, WriteKind::Compaction),
+            0,
+            "nothing to gain: it is over the table budget anyway"
+        );
+        tiers.release_replica(4 << 20);
+        assert_eq!(
+            tiers
+                .place(0, 8 << 20, WriteKind::Compaction)
+                .unwrap()
+                .tier(),
+            0
+        );
+
+        // Taking the loan back puts replicas (18 MiB beside 30 MiB of tables) over their room.
         tiers.hold_flush_reserve(u64::MAX);
         assert_eq!(
             tiers.flush_reserve(),
             16 << 20,
             "never more than configured"
         );
-        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 40 << 20);
-        let after = tiers.place(0, 1 << 20, WriteKind::Compaction).unwrap();
+        assert_eq!(tiers.replicas_over_room(), 8 << 20);
+        assert_eq!(tiers.replica_shortfall(1 << 20, WriteKind::Flush), 0);
         assert_eq!(
-            after.tier(),
-            1,
-            "taken back: compactions stop short of it again"
+            tiers.replica_shortfall(10 << 20, WriteKind::Flush),
+            2 << 20,
+            "a flush may use the whole reserve, replicas or not"
         );
-        let flush = tiers.place(0, 1 << 20, WriteKind::Flush).unwrap();
-        assert_eq!(flush.tier(), 0, "flushes still find room");
+        drop(deep);
     }
 
     #[test]

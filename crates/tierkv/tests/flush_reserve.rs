@@ -1,6 +1,6 @@
 //! The flush reserve: once compactions have filled the fast tier's share for them, memtable
 //! flushes still land on the fast tier, and no table ever takes the WAL reserve; with
-//! `placement = auto` it is lent while writes are quiet.
+//! `placement = auto` it is lent to replicas while writes are quiet.
 
 use std::time::{Duration, Instant};
 use tierkv::{Compression, Db, Options, Placement, ReadOptions, TierConfig, WriteOptions};
@@ -100,9 +100,9 @@ fn flushes_stay_on_the_fast_tier_when_compactions_filled_it() {
     }
 }
 
-/// With `placement = auto`, the reserve is lent (all but two memtables) once reads have flowed
-/// without writes for a while, not in an idle pause, and held whole again as soon as writes
-/// pick up.
+/// With `placement = auto`, the reserve is lent to replicas (all but two memtables) once
+/// writes have been quiet for a while, reads flowing or not, and held whole again as soon as
+/// writes pick up.
 #[test]
 fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,23 +124,11 @@ fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
             .unwrap();
     }
     assert_eq!(db.stats().flush_reserve_lent, 0, "writes just flowed");
-    std::thread::sleep(Duration::from_secs(7));
-    assert_eq!(
-        db.stats().flush_reserve_lent,
-        0,
-        "an idle pause lends nothing"
-    );
-    let mut r = 0;
     let lent = wait_for(Duration::from_secs(20), || {
-        for _ in 0..20 {
-            let v = db.get(&ReadOptions::default(), &key(r % 500)).unwrap();
-            assert_eq!(v, Some(value(r % 500)));
-            r += 1;
-        }
         let lent = db.stats().flush_reserve_lent;
         (lent > 0).then_some(lent)
     })
-    .expect("reads without writes: the reserve is lent");
+    .expect("an idle pause lends the reserve");
     assert_eq!(
         lent,
         FLUSH_RESERVE - 2 * (64 << 10),

@@ -636,9 +636,10 @@ fn check_budget(db: &Db, what: &str) {
     let reserve = db.options().wal_reserve();
     let budget = s.tiers[0].capacity - reserve.min(s.tiers[0].capacity);
     assert!(
-        s.tiers[0].bytes_used <= budget,
-        "{what}: tier 0 holds {} bytes of tables, over its budget {budget}\n{s}",
-        s.tiers[0].bytes_used
+        s.tiers[0].bytes_used + s.replica_bytes <= budget,
+        "{what}: tier 0 holds {} bytes of tables and {} of replicas, over its budget {budget}\n{s}",
+        s.tiers[0].bytes_used,
+        s.replica_bytes
     );
 }
 

@@ -26,6 +26,8 @@ pub(super) struct OutputCtx<'a> {
     pub tiers: &'a Tiers,
     pub versions: &'a VersionSet,
     pub placer: &'a placement::Placer,
+    /// The open database's tables and replicas (`None` during recovery, which has none).
+    pub replicas: Option<&'a super::table_cache::TableCache>,
 }
 
 impl OutputCtx<'_> {
@@ -53,6 +55,19 @@ impl OutputCtx<'_> {
         })
     }
 
+    /// Reserves room for a new table of `size` bytes written by `kind` on the first tier at or
+    /// after `preferred` with room for it ([`Tiers::place`]). A table that fits tier 0's
+    /// budget but for replicas takes their room first: they give it back at once.
+    pub fn place(&self, preferred: usize, size: u64, kind: WriteKind) -> Result<Reservation> {
+        if let (0, Some(cache)) = (preferred, self.replicas) {
+            let shortfall = self.tiers.replica_shortfall(size, kind);
+            if shortfall > 0 {
+                super::replica::drop_coldest(cache, shortfall);
+            }
+        }
+        self.tiers.place(preferred, size, kind)
+    }
+
     /// Tier 0's budget for tables other than flushes', if there is a slower tier for deep
     /// tables to go to.
     fn deep_budget(&self) -> Option<u64> {
@@ -71,6 +86,7 @@ enum Job {
     Flush(Arc<MemTable>),
     Compaction(CompactionTask),
     Migration(super::migrate::Migration),
+    Replica(super::replica::ReplicaJob),
 }
 
 /// The loop of one background thread.
@@ -80,6 +96,7 @@ pub(super) fn worker(db: &DbInner) {
             Job::Flush(mem) => flush_memtable(db, mem),
             Job::Compaction(task) => run_compaction(db, task),
             Job::Migration(m) => super::migrate::run(db, m),
+            Job::Replica(r) => super::replica::run(db, r),
         };
         finish_job(db, &job, result);
     }
@@ -120,6 +137,9 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 if let Some(m) = super::migrate::pick(db, &mut state, &version) {
                     return Some(Job::Migration(m));
                 }
+                if let Some(r) = super::replica::pick(db, &mut state, &version) {
+                    return Some(Job::Replica(r));
+                }
             }
         }
         db.bg_cv.wait(&mut state);
@@ -157,6 +177,10 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
             Job::Migration(m) => {
                 state.compactions_running -= 1;
                 state.busy_files.remove(&m.file.number);
+            }
+            Job::Replica(_) => {
+                state.compactions_running -= 1;
+                state.replica_running = false;
             }
         }
     }
@@ -549,7 +573,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
         } else {
             preferred
         };
-        let reservation = ctx.tiers.place(preferred, estimate, self.kind)?;
+        let reservation = ctx.place(preferred, estimate, self.kind)?;
         let tier = reservation.tier();
         let number = (self.allocate)();
         let path = ctx.tiers.path(tier, FileKind::Table, number);
@@ -698,6 +722,7 @@ impl DbInner {
             tiers: &self.tiers,
             versions: &self.versions,
             placer: &self.placer,
+            replicas: Some(&self.table_cache),
         }
     }
 
@@ -759,6 +784,8 @@ impl DbInner {
                     }
                     Some((FileKind::Wal, n)) => t == 0 && n < log_number && !live_wals.contains(&n),
                     Some((FileKind::Manifest, n)) => t == 0 && manifest.is_some_and(|m| n < m),
+                    // NB: a registered replica is being copied or read; no other is wanted.
+                    Some((FileKind::Replica, n)) => !self.table_cache.has_replica(n),
                     None => false,
                 };
                 if obsolete {

@@ -127,7 +127,7 @@ fn make_room_for_upper_levels(db: &DbInner, version: &Version, state: &State) ->
 /// Copies the table to its new tier and swaps it in with one MANIFEST edit.
 pub(super) fn run(db: &DbInner, m: &Migration) -> Result<()> {
     let reservation = db
-        .tiers
+        .output_ctx()
         .place(m.to_tier, m.file.size, WriteKind::Migration)?;
     if reservation.tier() != m.to_tier {
         // The target tier has no room after all: leave the table where it is.
@@ -163,6 +163,19 @@ fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
 
 /// Copies table `from` to a new file `to`, synced with its directory (each with its tier).
 fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<()> {
+    copy_file(db, from, to, &|| true)?;
+    db.tiers.fs().sync_dir(&db.tiers.get(to.0).dir)
+}
+
+/// Copies file `from` to a new file `to` (each with its tier) in [`COPY_CHUNK`] pieces paced
+/// by the migration limiter, and syncs it; stops early, returning false, once `keep_going`
+/// says so (it is asked before each piece).
+pub(super) fn copy_file(
+    db: &DbInner,
+    from: (usize, &Path),
+    to: (usize, &Path),
+    keep_going: &dyn Fn() -> bool,
+) -> Result<bool> {
     let ((from_tier, from), (tier, to)) = (from, to);
     let src = db.tiers.open_read(from_tier, from)?;
     let mut dst = db
@@ -171,6 +184,9 @@ fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<
     let mut buf = vec![0u8; COPY_CHUNK];
     let mut offset = 0;
     while offset < src.size() {
+        if !keep_going() {
+            return Ok(false);
+        }
         let n = (src.size() - offset).min(COPY_CHUNK as u64) as usize;
         db.migration_limiter.acquire(n);
         src.read_exact_at(offset, &mut buf[..n])?;
@@ -179,5 +195,5 @@ fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<
     }
     dst.sync()?;
     dst.close()?;
-    db.tiers.fs().sync_dir(&db.tiers.get(tier).dir)
+    Ok(true)
 }

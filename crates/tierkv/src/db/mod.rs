@@ -19,6 +19,7 @@ mod multiget;
 mod open;
 mod pipeline;
 mod read;
+mod replica;
 mod table_cache;
 mod txn;
 mod write;
@@ -62,6 +63,8 @@ pub(crate) struct State {
     pending_outputs: HashSet<u64>,
     /// What automatic placement wants migrated (set by the head thread, taken by a worker).
     migration: crate::autoplace::MigrationHint,
+    /// A replica is being copied (`replica`: one at a time).
+    replica_running: bool,
 }
 
 pub(crate) struct DbInner {
@@ -115,6 +118,9 @@ pub struct LiveFile {
     pub entries: u64,
     /// Path of the file.
     pub path: std::path::PathBuf,
+    /// Path of its replica on the fast tier, which serves its reads, if it has a complete
+    /// one (`Options::auto_replicas`).
+    pub replica: Option<std::path::PathBuf>,
 }
 
 /// An open database. `Send + Sync`: share it between threads by reference or `Arc`.
@@ -338,6 +344,11 @@ impl Db {
                     .inner
                     .tiers
                     .path(f.tier, crate::tier::FileKind::Table, f.number),
+                replica: self.inner.table_cache.has_ready_replica(f.number).then(|| {
+                    self.inner
+                        .tiers
+                        .path(0, crate::tier::FileKind::Replica, f.number)
+                }),
             })
             .collect()
     }
@@ -497,6 +508,7 @@ impl DbInner {
             })
             .collect();
         let (placement, placement_history) = self.placement_report();
+        let (replicas_made, replicas_dropped) = self.table_cache.replica_counts();
         let state = self.state.lock();
         let cache = self.block_cache.as_ref().map_or((0, 0, 0, 0), |b| {
             (b.hits(), b.misses(), b.usage() as u64, b.capacity() as u64)
@@ -546,6 +558,10 @@ impl DbInner {
             placement,
             migrations: stats::load(&c.migrations),
             flush_reserve_lent: self.tiers.flush_reserve_full() - self.tiers.flush_reserve(),
+            replicas: self.table_cache.replicas().len() as u64,
+            replica_bytes: self.tiers.replica_bytes(),
+            replicas_made,
+            replicas_dropped,
             background_paced_micros: self.tiers.background_limiter().waited_micros(),
             placement_history,
             tier_io: self.io_report(),

@@ -5,8 +5,8 @@
 //! exist anyway), takes a window sample, and, with `placement = auto`, gives the controller a
 //! reading of the fast tier: utilisation against its bandwidth ceiling, table space against
 //! its budget, and whether writes stalled since the last sample. It also lets the reserve
-//! lender (`reserve`) set how much of the flush reserve tier 0 holds, from the WAL's rate,
-//! whether point reads flow and whether writes stalled.
+//! lender (`reserve`) set how much of the flush reserve tier 0 holds, from the WAL's rate and
+//! whether writes stalled, and keeps replicas (`replica`) within their room.
 
 use super::DbInner;
 use crate::autoplace::{MigrationHint, Reading};
@@ -27,11 +27,8 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 pub(super) struct IoSampler {
     last: Option<Instant>,
     last_stall_micros: u64,
-    /// Point reads served so far, at the last sample.
-    last_reads: u64,
-    /// With `placement = auto` and two or more tiers: lends the flush reserve while the load
-    /// is read-mostly (migration gives it back when writes pick up; fixed placements have
-    /// none).
+    /// With `placement = auto` and two or more tiers: lends the flush reserve to replicas
+    /// while writes are quiet (fixed placements have none).
     lender: Option<ReserveLender>,
 }
 
@@ -43,7 +40,6 @@ impl IoSampler {
         IoSampler {
             last: None,
             last_stall_micros: 0,
-            last_reads: 0,
             lender,
         }
     }
@@ -69,6 +65,7 @@ impl DbInner {
         sampler.last_stall_micros = stall;
         self.step_reserve_lender(&mut sampler, fast, stalled, now);
         drop(sampler);
+        self.step_replicas();
         self.pace_background(fast.and_then(|w| w.ceiling));
         if let Placer::Auto(ctl) = &self.placer {
             let reading = Reading {
@@ -95,7 +92,7 @@ impl DbInner {
     }
 
     /// Lets the reserve lender, if any, set how much of the flush reserve tier 0 holds, from
-    /// the fast tier's WAL rate, whether point reads flowed and whether a write stalled.
+    /// the fast tier's WAL rate and whether a write stalled.
     fn step_reserve_lender(
         &self,
         sampler: &mut IoSampler,
@@ -106,15 +103,23 @@ impl DbInner {
         let Some(lender) = &mut sampler.lender else {
             return;
         };
-        // NB: multi-get keys count in `gets` too.
-        let reads = stats::load(&self.counters.gets);
         let activity = Activity {
             wal_bytes_per_sec: fast.map_or(0.0, |w| w.kind(IoKind::Wal).bytes_per_sec),
-            reads_flowing: reads > sampler.last_reads,
             stalled,
         };
-        sampler.last_reads = reads;
         self.tiers.hold_flush_reserve(lender.step(activity, now));
+    }
+
+    /// Drops the coldest replicas while they take more than their room, and wakes a worker to
+    /// make one while they are welcome and none is being copied.
+    fn step_replicas(&self) {
+        if !self.replicas_enabled() {
+            return;
+        }
+        self.fit_replicas();
+        if self.replicas_welcome() && !self.state.lock().replica_running {
+            self.bg_cv.notify_one();
+        }
     }
 
     /// Bytes of tables on the fast tier that count against the placement budget: all of them

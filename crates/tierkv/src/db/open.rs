@@ -89,6 +89,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         tiers: &tiers,
         versions: &versions,
         placer: &placer,
+        replicas: None,
     };
     let (mem, imm, wal, pwal) = if opts.read_only {
         let mut mems = Vec::new();
@@ -153,6 +154,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
             busy_files: HashSet::new(),
             pending_outputs: HashSet::new(),
             migration: crate::autoplace::MigrationHint::None,
+            replica_running: false,
         }),
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),

@@ -130,6 +130,12 @@ impl DbInner {
         if trace.blocks_read == 0 && trace.cache_hits > 0 {
             Counters::add(&c.reads_block_cache, 1);
         } else {
+            // NB: a table with a replica reads its blocks from tier 0.
+            let tier = if trace.blocks_read > 0 {
+                trace.tier
+            } else {
+                tier
+            };
             let counters = &self.tiers.get(tier).counters;
             counters.reads_served.fetch_add(1, Ordering::Relaxed);
         }

@@ -1,21 +1,62 @@
-//! Open table readers, keyed by file number, shared by reads, iterators and compactions.
+//! Open table readers, keyed by file number, shared by reads, iterators and compactions; and
+//! the registry of replicas they may read from instead (`db::replica`).
 //!
 //! A table is opened once (footer, index and filter read and verified) and kept until its file
 //! is deleted. The map lock is never held while a file is opened.
+//!
+//! INVARIANT: a table on a slower tier is read from its replica on tier 0 only while the
+//! replica is registered and complete. Registering, completing and dropping a replica change
+//! the registry and the open reader under one lock, so a dropped replica is never opened again
+//! and a reader opened from one that was dropped meanwhile is not kept.
 
 use crate::error::Result;
 use crate::sst::{BlockCache, Table};
+use crate::stats::{self, Counters};
 use crate::tier::{FileKind, Tiers};
 use crate::version::FileMeta;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Cache of open tables.
 pub(crate) struct TableCache {
     tiers: Arc<Tiers>,
     block_cache: Option<Arc<BlockCache>>,
-    open: Mutex<HashMap<u64, Arc<Table>>>,
+    inner: Mutex<Inner>,
+    /// Replicas completed and dropped so far.
+    replicas_made: AtomicU64,
+    replicas_dropped: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inner {
+    open: HashMap<u64, Arc<Table>>,
+    replicas: HashMap<u64, Replica>,
+}
+
+/// A registered replica on tier 0 of table `number` (the map key).
+#[derive(Debug, Clone, Copy)]
+struct Replica {
+    /// Bytes charged to tier 0 (`Tiers::charge_replica`).
+    size: u64,
+    /// The copy is complete: reads may use it.
+    ready: bool,
+}
+
+/// A replica and how much it has been read, for choosing which to drop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplicaUse {
+    pub number: u64,
+    pub size: u64,
+    /// Data blocks read from it since it was opened (0 while it is being copied).
+    pub reads: u64,
+}
+
+impl Inner {
+    fn ready(&self, number: u64) -> bool {
+        self.replicas.get(&number).is_some_and(|r| r.ready)
+    }
 }
 
 impl TableCache {
@@ -23,24 +64,160 @@ impl TableCache {
         TableCache {
             tiers,
             block_cache,
-            open: Mutex::new(HashMap::new()),
+            inner: Mutex::default(),
+            replicas_made: AtomicU64::new(0),
+            replicas_dropped: AtomicU64::new(0),
         }
     }
 
-    /// The reader of `file`, opening it on first use.
+    /// The reader of `file`, opening it on first use: from its replica when it has one.
     pub fn get(&self, file: &FileMeta) -> Result<Arc<Table>> {
-        if let Some(t) = self.open.lock().get(&file.number) {
-            return Ok(Arc::clone(t));
+        let from_replica = {
+            let inner = self.inner.lock();
+            if let Some(t) = inner.open.get(&file.number) {
+                return Ok(Arc::clone(t));
+            }
+            inner.ready(file.number)
+        };
+        if from_replica {
+            // NB: a replica dropped meanwhile is unlinked and fails to open; the table's own
+            // file is always there.
+            if let Ok(table) = self.open_replica(file) {
+                let mut inner = self.inner.lock();
+                if inner.ready(file.number) {
+                    return Ok(Arc::clone(inner.open.entry(file.number).or_insert(table)));
+                }
+            }
         }
         let path = self.tiers.path(file.tier, FileKind::Table, file.number);
         let reader = self.tiers.open_read(file.tier, &path)?;
-        let table = Table::open(reader, path, self.block_cache.clone())?;
-        let mut open = self.open.lock();
-        Ok(Arc::clone(open.entry(file.number).or_insert(table)))
+        let table = Table::open_on_tier(reader, path, self.block_cache.clone(), file.tier)?;
+        let mut inner = self.inner.lock();
+        Ok(Arc::clone(inner.open.entry(file.number).or_insert(table)))
     }
 
-    /// Forgets a deleted table.
+    fn open_replica(&self, file: &FileMeta) -> Result<Arc<Table>> {
+        let path = self.tiers.path(0, FileKind::Replica, file.number);
+        let reader = self.tiers.open_read(0, &path)?;
+        Table::open_on_tier(reader, path, self.block_cache.clone(), 0)
+    }
+
+    /// Forgets a deleted table, and drops its replica.
     pub fn evict(&self, number: u64) {
-        self.open.lock().remove(&number);
+        self.inner.lock().open.remove(&number);
+        self.drop_replica(number);
+    }
+
+    /// Registers a replica of `file` about to be copied, if it has none and tier 0 has room.
+    pub fn begin_replica(&self, file: &FileMeta) -> bool {
+        let mut inner = self.inner.lock();
+        if inner.replicas.contains_key(&file.number) || !self.tiers.charge_replica(file.size) {
+            return false;
+        }
+        let replica = Replica {
+            size: file.size,
+            ready: false,
+        };
+        inner.replicas.insert(file.number, replica);
+        true
+    }
+
+    /// Whether a replica of table `number` is registered (complete or being copied).
+    pub fn has_replica(&self, number: u64) -> bool {
+        self.inner.lock().replicas.contains_key(&number)
+    }
+
+    /// Whether table `number` has a complete replica that serves its reads.
+    pub fn has_ready_replica(&self, number: u64) -> bool {
+        self.inner.lock().ready(number)
+    }
+
+    /// Marks the copied replica of `file` complete: reads use it from now on (with the blocks
+    /// already cached, if the table was open). False (and the copy is deleted) if it was
+    /// dropped while being copied.
+    pub fn finish_replica(&self, file: &FileMeta) -> Result<bool> {
+        let path = self.tiers.path(0, FileKind::Replica, file.number);
+        let reader = self.tiers.open_read(0, &path)?;
+        let open = self.inner.lock().open.get(&file.number).cloned();
+        let table = match open {
+            Some(t) if t.tier() != 0 => t.reopened(reader, path.clone(), 0)?,
+            _ => Table::open_on_tier(reader, path.clone(), self.block_cache.clone(), 0)?,
+        };
+        let mut inner = self.inner.lock();
+        let Some(replica) = inner.replicas.get_mut(&file.number) else {
+            drop(inner);
+            let _ = self.tiers.fs().remove_file(&path);
+            return Ok(false);
+        };
+        replica.ready = true;
+        // NB: installed even if nobody had the table open, so a reader that opened the
+        // table's own file meanwhile finds this one in the map instead of adding its own.
+        inner.open.insert(file.number, table);
+        Counters::add(&self.replicas_made, 1);
+        Ok(true)
+    }
+
+    /// Drops the replica of table `number`, if any: reads go back to the table's own file,
+    /// the room is given back and the copy deleted. Returns the bytes given back.
+    pub fn drop_replica(&self, number: u64) -> u64 {
+        let removed = {
+            let mut inner = self.inner.lock();
+            let removed = inner.replicas.remove(&number);
+            if removed.is_some() && inner.open.get(&number).is_some_and(|t| t.tier() == 0) {
+                inner.open.remove(&number);
+            }
+            removed
+        };
+        let Some(replica) = removed else {
+            return 0;
+        };
+        self.tiers.release_replica(replica.size);
+        // NB: readers that hold the old reader keep reading the unlinked file until they
+        // finish; its blocks stay cached under the same id for the table's own reader.
+        let _ = self
+            .tiers
+            .fs()
+            .remove_file(&self.tiers.path(0, FileKind::Replica, number));
+        Counters::add(&self.replicas_dropped, 1);
+        replica.size
+    }
+
+    /// The registered replicas and how much each was read.
+    pub fn replicas(&self) -> Vec<ReplicaUse> {
+        let inner = self.inner.lock();
+        let reads = |n: &u64| {
+            inner
+                .open
+                .get(n)
+                .filter(|t| t.tier() == 0)
+                .map_or(0, |t| t.device_reads())
+        };
+        inner
+            .replicas
+            .iter()
+            .map(|(n, r)| ReplicaUse {
+                number: *n,
+                size: r.size,
+                reads: reads(n),
+            })
+            .collect()
+    }
+
+    /// Replicas completed and dropped since open.
+    pub fn replica_counts(&self) -> (u64, u64) {
+        (
+            stats::load(&self.replicas_made),
+            stats::load(&self.replicas_dropped),
+        )
+    }
+
+    /// Data blocks read from table `number`'s own file since it was opened (0 if not open).
+    pub fn device_reads(&self, number: u64) -> u64 {
+        let inner = self.inner.lock();
+        inner
+            .open
+            .get(&number)
+            .filter(|_| !inner.ready(number))
+            .map_or(0, |t| t.device_reads())
     }
 }

@@ -17,6 +17,7 @@ use crate::sst::filter::BloomFilter;
 use crate::sst::format::{self, check_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::sst::props::TableProperties;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What one lookup cost (filled in by [`Table::get`]; counters add up across calls).
@@ -32,6 +33,8 @@ pub struct ReadTrace {
     pub blocks_read: u32,
     /// Bytes read from the file (stored block plus trailer).
     pub bytes_read: u64,
+    /// The tier of the table that read the last block from its file (see [`Table::tier`]).
+    pub tier: usize,
 }
 
 /// Positional block reads from one table file, with every check that turns bad bytes into
@@ -235,7 +238,11 @@ pub struct Table {
     props: TableProperties,
     index: Arc<Block>,
     index_offset: u64,
-    filter: Option<BloomFilter>,
+    filter: Option<Arc<BloomFilter>>,
+    /// The tier the file is read from: set by the opener, 0 outside a database.
+    tier: usize,
+    /// Data blocks read from the file for lookups (misses of the block cache).
+    device_reads: AtomicU64,
 }
 
 impl std::fmt::Debug for Table {
@@ -243,6 +250,7 @@ impl std::fmt::Debug for Table {
         f.debug_struct("Table")
             .field("path", &self.reader.path)
             .field("cache_id", &self.cache_id)
+            .field("tier", &self.tier)
             .field("props", &self.props)
             .finish_non_exhaustive()
     }
@@ -255,6 +263,17 @@ impl Table {
         file: Arc<dyn RandomAccessFile>,
         path: PathBuf,
         cache: Option<Arc<BlockCache>>,
+    ) -> Result<Arc<Table>> {
+        Self::open_on_tier(file, path, cache, 0)
+    }
+
+    /// [`Table::open`] for a file on tier `tier` (reported by [`Table::tier`] and in each
+    /// [`ReadTrace`] that reads a block).
+    pub fn open_on_tier(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        cache: Option<Arc<BlockCache>>,
+        tier: usize,
     ) -> Result<Arc<Table>> {
         let size = file.size();
         let Some(blocks_end) = size.checked_sub(FOOTER_LEN as u64) else {
@@ -280,10 +299,57 @@ impl Table {
             props,
             index,
             index_offset: footer.index.offset,
-            filter,
+            filter: filter.map(Arc::new),
+            tier,
+            device_reads: AtomicU64::new(0),
         };
         table.check_index()?;
         Ok(Arc::new(table))
+    }
+
+    /// This table read from `file`, a byte-for-byte copy of its file on tier `tier`: the
+    /// index, filter and properties are shared, and so are its cached blocks (same cache id),
+    /// so nothing is read at open. `Corruption` if the copy's size differs.
+    pub fn reopened(
+        &self,
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        tier: usize,
+    ) -> Result<Arc<Table>> {
+        if file.size() != self.props.file_size {
+            let what = format!(
+                "copy of {} bytes for a table of {}",
+                file.size(),
+                self.props.file_size
+            );
+            return Err(Error::corruption(path, 0, what));
+        }
+        let reader = BlockReader {
+            file,
+            path,
+            blocks_end: self.reader.blocks_end,
+        };
+        Ok(Arc::new(Table {
+            reader,
+            cache: self.cache.clone(),
+            cache_id: self.cache_id,
+            props: self.props.clone(),
+            index: Arc::clone(&self.index),
+            index_offset: self.index_offset,
+            filter: self.filter.clone(),
+            tier,
+            device_reads: AtomicU64::new(0),
+        }))
+    }
+
+    /// The tier this table's file is read from (0 unless opened with [`Table::open_on_tier`]).
+    pub fn tier(&self) -> usize {
+        self.tier
+    }
+
+    /// Data blocks read from the file for lookups since the table was opened.
+    pub fn device_reads(&self) -> u64 {
+        self.device_reads.load(Ordering::Relaxed)
     }
 
     fn load_filter(reader: &BlockReader, h: BlockHandle) -> Result<Option<BloomFilter>> {
@@ -453,6 +519,8 @@ impl Table {
         let block = Arc::new(Block::new(contents).map_err(|e| self.corrupt(h.offset, e))?);
         trace.blocks_read += 1;
         trace.bytes_read += raw.len() as u64;
+        trace.tier = self.tier;
+        self.device_reads.fetch_add(1, Ordering::Relaxed);
         if let (Some(c), true) = (&self.cache, fill_cache) {
             c.insert(self.cache_id, h.offset, Arc::clone(&block));
         }

@@ -1,0 +1,125 @@
+//! Replicas: copies on the fast tier of the slower tiers' most-read tables, kept in room no
+//! table needs (`placement = auto`, `Options::auto_replicas`).
+//!
+//! Why: on a read-mostly load, tier 0's flush reserve and the headroom automatic placement
+//! keeps below its space target sit empty while deep tables are read from the throttled
+//! capacity tier. Lending that room to tables (a copy up that becomes the table) pays off, but
+//! giving it back means moving tables down, which takes seconds a write burst does not have:
+//! lent during a pause in the lab, the room was full of deep tables when the next burst came
+//! and a write waited 183 ms (BENCHMARKS.md, session 8). A replica gives its room back with an
+//! unlink.
+//!
+//! - **Which**: the table on a slower tier whose own file served the most data-block reads per
+//!   byte since it was opened; with no reads yet, the shallowest level's first (upper levels
+//!   hold the newest data).
+//! - **When**: one copy at a time, in a compaction slot no flush, compaction or migration
+//!   wants, while the flush reserve is lent (writes are quiet: `reserve`) and tier 0 has room
+//!   for it besides tables, the WAL reserve and the held part of the flush reserve
+//!   (`Tiers::charge_replica`). A copy stops at the next piece once either ends.
+//! - **Given back**: a table placed on tier 0 first drops the coldest replicas it needs room
+//!   from (`OutputCtx::place`); the monitor drops the coldest while replicas take more than
+//!   their room (the lender took the reserve back); a deleted table drops its replica
+//!   (`TableCache::evict`).
+//! - **Reads** go to the replica once its copy is complete (`TableCache`), with the blocks the
+//!   table had cached.
+//! - **Durability**: none is needed. Replicas are never in the MANIFEST; a copy is
+//!   byte-for-byte and every block read from it is checksummed like the table's own; open
+//!   deletes every replica file it finds (they are unregistered).
+
+use super::table_cache::TableCache;
+use super::{DbInner, State};
+use crate::error::Result;
+use crate::placement::Placer;
+use crate::tier::FileKind;
+use crate::version::{FileMeta, Version};
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+/// One table to replicate on tier 0.
+pub(super) struct ReplicaJob {
+    pub file: Arc<FileMeta>,
+}
+
+impl DbInner {
+    /// Replicas are kept: automatic placement over two or more tiers, and the option on.
+    pub(super) fn replicas_enabled(&self) -> bool {
+        self.opts.auto_replicas
+            && matches!(self.placer, Placer::Auto(_))
+            && self.tiers.all().len() > 1
+    }
+
+    /// New replicas are welcome while the flush reserve is lent: writes are quiet.
+    pub(super) fn replicas_welcome(&self) -> bool {
+        self.replicas_enabled() && self.tiers.flush_reserve() < self.tiers.flush_reserve_full()
+    }
+
+    /// Drops the coldest replicas while they take more than their room (see
+    /// `Tiers::replicas_over_room`).
+    pub(super) fn fit_replicas(&self) {
+        let over = self.tiers.replicas_over_room();
+        if over > 0 {
+            drop_coldest(&self.table_cache, over);
+        }
+    }
+}
+
+/// Picks (and registers) the next table to replicate, if replicas are welcome, none is being
+/// copied and the hottest candidate fits.
+pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option<ReplicaJob> {
+    if state.replica_running || !db.replicas_welcome() {
+        return None;
+    }
+    let heat = |f: &FileMeta| {
+        db.table_cache
+            .device_reads(f.number)
+            .saturating_mul(1 << 20)
+            / f.size.max(1)
+    };
+    let (_, file) = version
+        .levels
+        .iter()
+        .enumerate()
+        .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
+        .filter(|(_, f)| f.tier != 0 && !db.table_cache.has_replica(f.number))
+        .max_by_key(|(level, f)| (heat(f), Reverse(*level), Reverse(f.number)))?;
+    if !db.table_cache.begin_replica(file) {
+        return None;
+    }
+    state.replica_running = true;
+    state.compactions_running += 1;
+    Some(ReplicaJob {
+        file: Arc::clone(file),
+    })
+}
+
+/// Copies the table to its replica file and lets reads use it. A copy that fails or is no
+/// longer wanted is dropped; neither is an error of the database (the table is intact).
+pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
+    let f = &job.file;
+    let from = db.tiers.path(f.tier, FileKind::Table, f.number);
+    let to = db.tiers.path(0, FileKind::Replica, f.number);
+    let wanted = || db.replicas_welcome() && db.table_cache.has_replica(f.number);
+    let copied = super::migrate::copy_file(db, (f.tier, &from), (0, &to), &wanted);
+    let installed = match copied {
+        Ok(true) => db.table_cache.finish_replica(f).unwrap_or(false),
+        Ok(false) | Err(_) => false,
+    };
+    if !installed {
+        db.table_cache.drop_replica(f.number);
+        let _ = db.tiers.fs().remove_file(&to);
+    }
+    Ok(())
+}
+
+/// Drops replicas, least read per byte first, until `bytes` are given back (or none is left).
+pub(super) fn drop_coldest(cache: &TableCache, bytes: u64) {
+    let mut replicas = cache.replicas();
+    replicas.sort_by_key(|r| (r.reads.saturating_mul(1 << 20) / r.size.max(1), r.number));
+    let mut freed = 0;
+    for r in replicas {
+        if freed >= bytes {
+            break;
+        }
+        freed += cache.drop_replica(r.number);
+    }
+}
