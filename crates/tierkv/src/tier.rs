@@ -227,6 +227,7 @@ impl Tiers {
             kind,
             tier: name.clone(),
             limiter: (tier == 0 && background).then(|| Arc::clone(&self.background_limiter)),
+            drop_after_sync: background && self.tiers[tier].direct_reads,
         };
         Ok(BufferedFile::new(Box::new(counted), buffer))
     }
@@ -503,6 +504,11 @@ struct CountingFile {
     tier: String,
     /// Background writes to the fast tier: issued in `REQUEST_BYTES` pieces, each paced.
     limiter: Option<Arc<RateLimiter>>,
+    /// A table on a tier read with `O_DIRECT`: once synced, its pages in the OS cache are
+    /// never read, so they are dropped rather than left to push out the cached pages of
+    /// tiers read through it (in a memory-bounded process, a replica copy of 180 MiB or a
+    /// compaction's outputs otherwise evict as much of the capacity tier's cache).
+    drop_after_sync: bool,
 }
 
 impl CountingFile {
@@ -541,7 +547,15 @@ impl WritableFile for CountingFile {
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.inner.sync().map_err(|e| out_of_space(e, &self.tier))
+        self.inner.sync().map_err(|e| out_of_space(e, &self.tier))?;
+        if self.drop_after_sync {
+            self.inner.drop_cache();
+        }
+        Ok(())
+    }
+
+    fn drop_cache(&mut self) {
+        self.inner.drop_cache();
     }
 
     fn size(&self) -> u64 {
@@ -587,6 +601,10 @@ impl RandomAccessFile for CountingReader {
     fn note_read(&self, bytes: u64) {
         self.counters.read.fetch_add(bytes, Ordering::Relaxed);
         self.inner.note_read(bytes);
+    }
+
+    fn drop_cache(&self) {
+        self.inner.drop_cache();
     }
 }
 

@@ -195,5 +195,7 @@ pub(super) fn copy_file(
     }
     dst.sync()?;
     dst.close()?;
+    // NB: the source is about to be deleted (a move) or read through the copy (a replica).
+    src.drop_cache();
     Ok(true)
 }

@@ -104,6 +104,9 @@ pub trait WritableFile: Send {
     fn preallocate(&mut self, _offset: u64, _len: u64) -> Result<()> {
         Ok(())
     }
+    /// Hints that the bytes synced so far will not be read through the OS page cache (the
+    /// file is read with `O_DIRECT`): the OS may drop its cached copy. The default does nothing.
+    fn drop_cache(&mut self) {}
     /// Closes the file, reporting any error the close itself returns.
     fn close(self: Box<Self>) -> Result<()>;
 }
@@ -122,6 +125,9 @@ pub trait RandomAccessFile: Send + Sync {
     /// Accounts `bytes` read through [`IoTarget`] outside `read_exact_at` (for wrappers that
     /// count reads).
     fn note_read(&self, _bytes: u64) {}
+    /// Hints that the pages this file has in the OS page cache will not be read again: the
+    /// OS may drop them. The default does nothing.
+    fn drop_cache(&self) {}
 }
 
 /// An exclusive lock held until dropped.

@@ -241,7 +241,7 @@ pub struct Table {
     filter: Option<Arc<BloomFilter>>,
     /// The tier the file is read from: set by the opener, 0 outside a database.
     tier: usize,
-    /// Data blocks read from the file for lookups (misses of the block cache).
+    /// Data blocks read from the file for point lookups (misses of the block cache).
     device_reads: AtomicU64,
 }
 
@@ -347,7 +347,8 @@ impl Table {
         self.tier
     }
 
-    /// Data blocks read from the file for lookups since the table was opened.
+    /// Data blocks read from the file for point lookups since the table was opened (not by
+    /// iterators).
     pub fn device_reads(&self) -> u64 {
         self.device_reads.load(Ordering::Relaxed)
     }
@@ -408,7 +409,7 @@ impl Table {
             return Ok(b);
         }
         let (raw, _) = ahead.read(&self.reader, h)?;
-        self.decode_block(h, &raw, fill_cache, &mut ReadTrace::default())
+        self.check_and_cache(h, &raw, fill_cache)
     }
 
     /// The properties recorded when the table was built.
@@ -507,7 +508,8 @@ impl Table {
     }
 
     /// Checks and decodes `raw`, the stored bytes of the data block at `h` as read from
-    /// [`Table::block_range`], and caches it when `fill_cache`.
+    /// [`Table::block_range`] for a lookup, and caches it when `fill_cache`. Counts the read in
+    /// `trace` and in [`Table::device_reads`].
     pub fn decode_block(
         &self,
         h: BlockHandle,
@@ -515,12 +517,20 @@ impl Table {
         fill_cache: bool,
         trace: &mut ReadTrace,
     ) -> Result<Arc<Block>> {
-        let contents = self.reader.decode_contents(h, raw)?;
-        let block = Arc::new(Block::new(contents).map_err(|e| self.corrupt(h.offset, e))?);
+        let block = self.check_and_cache(h, raw, fill_cache)?;
         trace.blocks_read += 1;
         trace.bytes_read += raw.len() as u64;
         trace.tier = self.tier;
         self.device_reads.fetch_add(1, Ordering::Relaxed);
+        Ok(block)
+    }
+
+    /// Checks and decodes `raw`, the stored bytes of the data block at `h`, and caches it when
+    /// `fill_cache`. (Iterators read through here: a scan or a compaction says nothing of
+    /// which tables point reads want.)
+    fn check_and_cache(&self, h: BlockHandle, raw: &[u8], fill_cache: bool) -> Result<Arc<Block>> {
+        let contents = self.reader.decode_contents(h, raw)?;
+        let block = Arc::new(Block::new(contents).map_err(|e| self.corrupt(h.offset, e))?);
         if let (Some(c), true) = (&self.cache, fill_cache) {
             c.insert(self.cache_id, h.offset, Arc::clone(&block));
         }
