@@ -137,9 +137,11 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 if let Some(m) = super::migrate::pick(db, &mut state, &version) {
                     return Some(Job::Migration(m));
                 }
-                if let Some(r) = super::replica::pick(db, &mut state, &version) {
-                    return Some(Job::Replica(r));
-                }
+            }
+            // NB: any idle worker, compaction slot or not: a replica copy gives way to a
+            // waiting flush within one piece (see `replica::run`).
+            if let Some(r) = super::replica::pick(db, &mut state, &version) {
+                return Some(Job::Replica(r));
             }
         }
         db.bg_cv.wait(&mut state);
@@ -178,10 +180,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
                 state.compactions_running -= 1;
                 state.busy_files.remove(&m.file.number);
             }
-            Job::Replica(_) => {
-                state.compactions_running -= 1;
-                state.replica_running = false;
-            }
+            Job::Replica(_) => state.replica_running = false,
         }
     }
     if let Err(e) = result {

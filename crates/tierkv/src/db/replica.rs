@@ -12,10 +12,13 @@
 //! - **Which**: the table on a slower tier whose own file served the most data-block reads per
 //!   byte since it was opened; with no reads yet, the shallowest level's first (upper levels
 //!   hold the newest data).
-//! - **When**: one copy at a time, in a compaction slot no flush, compaction or migration
-//!   wants, while the flush reserve is lent (writes are quiet: `reserve`) and tier 0 has room
-//!   for it besides tables, the WAL reserve and the held part of the flush reserve
-//!   (`Tiers::charge_replica`). A copy stops at the next piece once either ends.
+//! - **When**: one copy at a time, on any background worker no flush, compaction or migration
+//!   wants (not only in a compaction slot: after a load, compactions hold the slot until the
+//!   read-mostly run begins), while the flush reserve is lent (writes are quiet: `reserve`) and
+//!   tier 0 has room for it besides tables, the WAL reserve, the held part of the flush
+//!   reserve and a table's slack (`Tiers::charge_replica`). A copy stops at the next 64 KiB
+//!   piece once either ends or a flush waits, and is not counted as a compaction
+//!   (`wait_for_compactions` does not wait for it).
 //! - **Given back**: a table placed on tier 0 first drops the coldest replicas it needs room
 //!   from (`OutputCtx::place`); the monitor drops the coldest while replicas take more than
 //!   their room (the lender took the reserve back); a deleted table drops its replica
@@ -88,7 +91,6 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
         return None;
     }
     state.replica_running = true;
-    state.compactions_running += 1;
     Some(ReplicaJob {
         file: Arc::clone(file),
     })
@@ -100,7 +102,12 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
     let f = &job.file;
     let from = db.tiers.path(f.tier, FileKind::Table, f.number);
     let to = db.tiers.path(0, FileKind::Replica, f.number);
-    let wanted = || db.replicas_welcome() && db.table_cache.has_replica(f.number);
+    // NB: a copy stops for a waiting flush: it may hold the worker flushes would use.
+    let wanted = || {
+        db.replicas_welcome()
+            && db.table_cache.has_replica(f.number)
+            && db.state.lock().imm.is_empty()
+    };
     let copied = super::migrate::copy_file(db, (f.tier, &from), (0, &to), &wanted);
     let installed = match copied {
         Ok(true) => db.table_cache.finish_replica(f).unwrap_or(false),
