@@ -9,9 +9,11 @@
 //! and a write waited 183 ms (BENCHMARKS.md, session 8). A replica gives its room back with an
 //! unlink.
 //!
-//! - **Which**: the table on a slower tier whose own file served the most data-block reads per
-//!   byte since it was opened; with no reads yet, the shallowest level's first (upper levels
-//!   hold the newest data).
+//! - **Which**: the table on a slower tier whose own file served the most point reads' data
+//!   blocks per byte since it was opened; with no reads yet, the deepest level's first, oldest
+//!   first (the tables compactions rewrite last: after a load, replicas of upper levels' tables
+//!   were copied and deleted with their tables 29 times in the lab's settle). Never an L0 table
+//!   or a compaction's input: both are about to be rewritten.
 //! - **When**: one copy at a time, on any background worker no flush, compaction or migration
 //!   wants (not only in a compaction slot: after a load, compactions hold the slot until the
 //!   read-mostly run begins), while the flush reserve is lent (writes are quiet: `reserve`) and
@@ -85,8 +87,14 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
         .iter()
         .enumerate()
         .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
-        .filter(|(_, f)| f.tier != 0 && !db.table_cache.has_replica(f.number))
-        .max_by_key(|(level, f)| (heat(f), Reverse(*level), Reverse(f.number)))?;
+        // NB: not L0 or a compaction's input: both are about to be rewritten.
+        .filter(|(level, f)| {
+            *level > 0
+                && f.tier != 0
+                && !state.busy_files.contains(&f.number)
+                && !db.table_cache.has_replica(f.number)
+        })
+        .max_by_key(|(level, f)| (heat(f), *level, Reverse(f.number)))?;
     if !db.table_cache.begin_replica(file) {
         return None;
     }
