@@ -3,8 +3,9 @@
 //! `background_threads` workers wait on `bg_cv`. Flushes go first (one at a time, oldest
 //! memtable first, so L0 stays ordered); up to `background_threads - 1` workers (at least one)
 //! run compactions whose inputs are disjoint (files in `busy_files`), so with two or more
-//! workers one is always free for a flush. A failed job sets the sticky error: writes stop until the
-//! database is reopened, reads go on.
+//! workers one is always free for a flush. Migrations take a compaction slot; a replica copy
+//! (`replica`) takes any idle worker and stops for a waiting flush. A failed job sets the
+//! sticky error: writes stop until the database is reopened, reads go on.
 
 use super::DbInner;
 use crate::compaction::{self, CompactionTask, EntryFilter};

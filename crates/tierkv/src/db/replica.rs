@@ -110,11 +110,14 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
     let f = &job.file;
     let from = db.tiers.path(f.tier, FileKind::Table, f.number);
     let to = db.tiers.path(0, FileKind::Replica, f.number);
-    // NB: a copy stops for a waiting flush: it may hold the worker flushes would use.
+    // NB: a copy stops for a waiting flush (it may hold the worker flushes would use) and
+    // for a close.
     let wanted = || {
-        db.replicas_welcome()
-            && db.table_cache.has_replica(f.number)
-            && db.state.lock().imm.is_empty()
+        let idle = {
+            let state = db.state.lock();
+            state.imm.is_empty() && !state.shutting_down
+        };
+        idle && db.replicas_welcome() && db.table_cache.has_replica(f.number)
     };
     let copied = super::migrate::copy_file(db, (f.tier, &from), (0, &to), &wanted);
     let installed = match copied {
