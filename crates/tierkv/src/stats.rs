@@ -226,11 +226,11 @@ pub struct Stats {
     /// Bytes of the fast tier's flush reserve lent now to replicas (writes are quiet; see
     /// `reserve`).
     pub flush_reserve_lent: u64,
-    /// Replicas on the fast tier now (`Options::auto_replicas`), and the bytes they take.
+    /// Replicas on the fast tier now, complete or being copied (`Options::auto_replicas`).
     pub replicas: u64,
     /// Bytes of the fast tier replicas take now.
     pub replica_bytes: u64,
-    /// Replicas completed and dropped since open.
+    /// Replicas completed since open.
     pub replicas_made: u64,
     /// Replicas dropped since open (for a table's room, the reserve, or a deleted table).
     pub replicas_dropped: u64,
