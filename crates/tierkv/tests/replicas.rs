@@ -153,6 +153,17 @@ fn quiet_writes_fill_free_room_with_replicas_that_serve_reads() {
     );
     check_all(&db, KEYS, "with replicas");
     check_budget(&db, "with replicas");
+
+    // Verification reads each table's own file, not its replica.
+    db.verify_checksums().unwrap();
+    let mut bytes = std::fs::read(&f.path).unwrap();
+    bytes[100] ^= 0x40;
+    std::fs::write(&f.path, bytes).unwrap();
+    let err = db.verify_checksums().unwrap_err();
+    assert!(
+        matches!(err, tierkv::Error::Corruption { .. }),
+        "a damaged table behind a replica is reported: {err}"
+    );
 }
 
 #[test]

@@ -89,11 +89,24 @@ impl TableCache {
                 }
             }
         }
-        let path = self.tiers.path(file.tier, FileKind::Table, file.number);
-        let reader = self.tiers.open_read(file.tier, &path)?;
-        let table = Table::open_on_tier(reader, path, self.block_cache.clone(), file.tier)?;
+        let table = self.open_own(file)?;
         let mut inner = self.inner.lock();
         Ok(Arc::clone(inner.open.entry(file.number).or_insert(table)))
+    }
+
+    /// The reader of `file`'s own file, never of its replica (to verify what is durable).
+    pub fn get_own(&self, file: &FileMeta) -> Result<Arc<Table>> {
+        let open = self.inner.lock().open.get(&file.number).cloned();
+        match open {
+            Some(t) if t.tier() == file.tier => Ok(t),
+            _ => self.open_own(file),
+        }
+    }
+
+    fn open_own(&self, file: &FileMeta) -> Result<Arc<Table>> {
+        let path = self.tiers.path(file.tier, FileKind::Table, file.number);
+        let reader = self.tiers.open_read(file.tier, &path)?;
+        Table::open_on_tier(reader, path, self.block_cache.clone(), file.tier)
     }
 
     fn open_replica(&self, file: &FileMeta) -> Result<Arc<Table>> {
