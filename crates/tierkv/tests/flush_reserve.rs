@@ -2,22 +2,15 @@
 //! flushes still land on the fast tier, and no table ever takes the WAL reserve; with
 //! `placement = auto` it is lent to replicas while writes are quiet.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use common::{key, value, wait_for};
+use std::time::Duration;
 use tierkv::{Compression, Db, Options, Placement, ReadOptions, TierConfig, WriteOptions};
 
 const CAPACITY: u64 = 3 << 20;
 const WAL_RESERVE: u64 = 512 << 10;
 const FLUSH_RESERVE: u64 = 768 << 10;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
-
-fn value(i: u32) -> Vec<u8> {
-    (0..1000u32)
-        .map(|j| (i.wrapping_mul(31) ^ j.wrapping_mul(7)) as u8)
-        .collect()
-}
 
 fn opts(root: &std::path::Path) -> Options {
     Options::builder()
@@ -148,19 +141,5 @@ fn auto_placement_lends_the_reserve_while_writes_are_quiet() {
     for k in 0..i {
         let v = db.get(&ReadOptions::default(), &key(k)).unwrap();
         assert_eq!(v, Some(value(k)), "key {k}");
-    }
-}
-
-/// Polls `f` every 50 ms until it returns `Some` or `limit` passes.
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -2,9 +2,12 @@
 //! capacity tier's tables in room no table needs while writes are quiet, reads use them, a
 //! write burst or a table needing the room drops them, and none outlives a reopen or a crash.
 
+mod common;
+
+use common::{key, value, wait_for};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tierkv::env::{CrashPolicy, FaultFs, Fs};
 use tierkv::{
     Compression, Db, LiveFile, Options, OptionsBuilder, Placement, ReadOptions, TierConfig,
@@ -15,16 +18,6 @@ const CAPACITY: u64 = 3 << 20;
 const WAL_RESERVE: u64 = 512 << 10;
 const FLUSH_RESERVE: u64 = 768 << 10;
 const KEYS: u32 = 6000;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
-
-fn value(i: u32) -> Vec<u8> {
-    (0..1000u32)
-        .map(|j| (i.wrapping_mul(31) ^ j.wrapping_mul(7)) as u8)
-        .collect()
-}
 
 /// A 3 MiB fast tier in front of an unbounded capacity tier, automatic placement, 64 KiB
 /// tables, no block cache (every table read reaches a file).
@@ -76,20 +69,6 @@ fn replicated(db: &Db) -> Vec<LiveFile> {
         .into_iter()
         .filter(|f| f.replica.is_some())
         .collect()
-}
-
-/// Polls `f` every 50 ms until it returns `Some` or `limit` passes.
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Waits until at least `n` tables have complete replicas.
