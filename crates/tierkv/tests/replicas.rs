@@ -81,12 +81,18 @@ fn wait_for_replicas(db: &Db, n: usize) -> Vec<LiveFile> {
     .unwrap_or_else(|| panic!("no {n} replicas after 30 s of quiet\n{}", db.stats()))
 }
 
-#[test]
-fn quiet_writes_fill_free_room_with_replicas_that_serve_reads() {
+/// A loaded database in a new directory, once `n` tables have complete replicas (listed).
+fn loaded_with_replicas(n: usize) -> (tempfile::TempDir, Db, Vec<LiveFile>) {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(builder(dir.path()).build().unwrap()).unwrap();
     load(&db);
-    let replicas = wait_for_replicas(&db, 3);
+    let replicas = wait_for_replicas(&db, n);
+    (dir, db, replicas)
+}
+
+#[test]
+fn quiet_writes_fill_free_room_with_replicas_that_serve_reads() {
+    let (_dir, db, replicas) = loaded_with_replicas(3);
     for f in &replicas {
         assert_eq!(
             f.tier, "capacity",
@@ -147,10 +153,7 @@ fn quiet_writes_fill_free_room_with_replicas_that_serve_reads() {
 
 #[test]
 fn a_write_burst_takes_the_room_back_from_replicas() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(builder(dir.path()).build().unwrap()).unwrap();
-    load(&db);
-    wait_for_replicas(&db, 3);
+    let (_dir, db, _) = loaded_with_replicas(3);
     let mut i = KEYS;
     let reclaimed = wait_for(Duration::from_secs(20), || {
         for _ in 0..200 {
@@ -182,10 +185,7 @@ fn a_write_burst_takes_the_room_back_from_replicas() {
 
 #[test]
 fn no_replica_outlives_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(builder(dir.path()).build().unwrap()).unwrap();
-    load(&db);
-    wait_for_replicas(&db, 2);
+    let (dir, db, _) = loaded_with_replicas(2);
     drop(db);
     let replica_files = |root: &Path| {
         std::fs::read_dir(root.join("fast"))

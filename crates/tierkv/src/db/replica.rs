@@ -76,25 +76,18 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
     if state.replica_running || !db.replicas_welcome() {
         return None;
     }
-    let heat = |f: &FileMeta| {
-        db.table_cache
-            .device_reads(f.number)
-            .saturating_mul(1 << 20)
-            / f.size.max(1)
-    };
-    let (_, file) = version
+    let (_, _, file) = version
         .levels
         .iter()
         .enumerate()
         .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
         // NB: not L0 or a compaction's input: both are about to be rewritten.
-        .filter(|(level, f)| {
-            *level > 0
-                && f.tier != 0
-                && !state.busy_files.contains(&f.number)
-                && !db.table_cache.has_replica(f.number)
+        .filter(|(level, f)| *level > 0 && f.tier != 0 && !state.busy_files.contains(&f.number))
+        .filter_map(|(level, f)| {
+            let reads = db.table_cache.unreplicated_reads(f.number)?;
+            Some((reads_per_mib(reads, f.size), level, f))
         })
-        .max_by_key(|(level, f)| (heat(f), *level, Reverse(f.number)))?;
+        .max_by_key(|(heat, level, f)| (*heat, *level, Reverse(f.number)))?;
     if !db.table_cache.begin_replica(file) {
         return None;
     }
@@ -131,10 +124,16 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
     Ok(())
 }
 
+/// Block reads per MiB of a table of `size` bytes: what ranks tables to copy and replicas to
+/// drop.
+fn reads_per_mib(reads: u64, size: u64) -> u64 {
+    reads.saturating_mul(1 << 20) / size.max(1)
+}
+
 /// Drops replicas, least read per byte first, until `bytes` are given back (or none is left).
 pub(super) fn drop_coldest(cache: &TableCache, bytes: u64) {
     let mut replicas = cache.replicas();
-    replicas.sort_by_key(|r| (r.reads.saturating_mul(1 << 20) / r.size.max(1), r.number));
+    replicas.sort_by_key(|r| (reads_per_mib(r.reads, r.size), r.number));
     let mut freed = 0;
     for r in replicas {
         if freed >= bytes {

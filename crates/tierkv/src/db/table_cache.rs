@@ -9,6 +9,7 @@
 //! the registry and the open reader under one lock, so a dropped replica is never opened again
 //! and a reader opened from one that was dropped meanwhile is not kept.
 
+use crate::env::RandomAccessFile;
 use crate::error::Result;
 use crate::sst::{BlockCache, Table};
 use crate::stats::{self, Counters};
@@ -16,6 +17,7 @@ use crate::tier::{FileKind, Tiers};
 use crate::version::FileMeta;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -104,15 +106,25 @@ impl TableCache {
     }
 
     fn open_own(&self, file: &FileMeta) -> Result<Arc<Table>> {
-        let path = self.tiers.path(file.tier, FileKind::Table, file.number);
-        let reader = self.tiers.open_read(file.tier, &path)?;
+        let (path, reader) = self.reader(file.tier, FileKind::Table, file.number)?;
         Table::open_on_tier(reader, path, self.block_cache.clone(), file.tier)
     }
 
     fn open_replica(&self, file: &FileMeta) -> Result<Arc<Table>> {
-        let path = self.tiers.path(0, FileKind::Replica, file.number);
-        let reader = self.tiers.open_read(0, &path)?;
+        let (path, reader) = self.reader(0, FileKind::Replica, file.number)?;
         Table::open_on_tier(reader, path, self.block_cache.clone(), 0)
+    }
+
+    /// The path of numbered file `number` of `kind` on `tier`, opened for reads.
+    fn reader(
+        &self,
+        tier: usize,
+        kind: FileKind,
+        number: u64,
+    ) -> Result<(PathBuf, Arc<dyn RandomAccessFile>)> {
+        let path = self.tiers.path(tier, kind, number);
+        let reader = self.tiers.open_read(tier, &path)?;
+        Ok((path, reader))
     }
 
     /// Forgets a deleted table, and drops its replica.
@@ -149,8 +161,7 @@ impl TableCache {
     /// already cached, if the table was open). False (and the copy is deleted) if it was
     /// dropped while being copied.
     pub fn finish_replica(&self, file: &FileMeta) -> Result<bool> {
-        let path = self.tiers.path(0, FileKind::Replica, file.number);
-        let reader = self.tiers.open_read(0, &path)?;
+        let (path, reader) = self.reader(0, FileKind::Replica, file.number)?;
         let open = self.inner.lock().open.get(&file.number).cloned();
         let table = match open {
             Some(t) if t.tier() != 0 => t.reopened(reader, path.clone(), 0)?,
@@ -224,13 +235,13 @@ impl TableCache {
         )
     }
 
-    /// Data blocks read from table `number`'s own file since it was opened (0 if not open).
-    pub fn device_reads(&self, number: u64) -> u64 {
+    /// For a table with no replica, registered or complete: the data blocks read from its own
+    /// file since it was opened (0 if not open). `None` if it has a replica.
+    pub fn unreplicated_reads(&self, number: u64) -> Option<u64> {
         let inner = self.inner.lock();
-        inner
-            .open
-            .get(&number)
-            .filter(|_| !inner.ready(number))
-            .map_or(0, |t| t.device_reads())
+        if inner.replicas.contains_key(&number) {
+            return None;
+        }
+        Some(inner.open.get(&number).map_or(0, |t| t.device_reads()))
     }
 }
