@@ -42,7 +42,7 @@ WRITE_RECORDS=${WRITE_RECORDS:-1000000}
 ROUNDS=${ROUNDS:-1}
 LEVEL_BASE=${LEVEL_BASE:-$((32 << 20))}
 FILE_SIZE=${FILE_SIZE:-$((32 << 20))}
-PLACEMENTS=tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto
+PLACEMENTS=${PLACEMENTS:-tierkv:pl,tierkv:lad1,tierkv:lad2,tierkv:lad3,tierkv:auto}
 READ_PLACEMENTS=${READ_PLACEMENTS:-$PLACEMENTS}
 WORKLOADS=${WORKLOADS:-fillrandom ycsb-a ycsb-b}
 mkdir -p "$OUT"

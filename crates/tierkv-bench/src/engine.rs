@@ -238,6 +238,8 @@ pub struct Profile {
     pub wal: Option<WalChoice>,
     /// Automatic placement thresholds named by the profile (engine defaults otherwise).
     pub tuning: AutoTuning,
+    /// tierkv's `bytes_per_sync`, if named (`bps=`; any placement).
+    pub bytes_per_sync: Option<u64>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -287,18 +289,34 @@ impl AutoTuning {
     }
 }
 
-/// Parses a profile: `+`-joined parts, at most one placement (`pl`, `lad0`..`lad7`, `auto`;
-/// default `lad2`), at most one WAL mode (`group`, `parallel`) and, with `auto`, thresholds
-/// (`bwl=0.3`, see [`AutoTuning`]); empty means the defaults.
+/// Parses a profile: `+`-joined parts, at most one fixed placement (`pl`, `lad0`..`lad7`;
+/// default `lad2`), `auto` (automatic placement, starting from the fixed placement named, e.g.
+/// `auto+lad1`), at most one WAL mode (`group`, `parallel`) and, with `auto`, thresholds
+/// (`bwl=0.3`, see [`AutoTuning`]), and tierkv's `bytes_per_sync` (`bps=0`); empty means the
+/// defaults.
 pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut levels = None;
     let mut wal = None;
     let mut auto = false;
     let mut tuning = AutoTuning::default();
+    let mut bytes_per_sync = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
-        if let Some((name, value)) = part.split_once('=') {
-            tuning.set(name, value)?;
-            continue;
+        match part.split_once('=') {
+            Some(("bps", value)) => {
+                if bytes_per_sync.is_some() {
+                    bail!("bps given twice in profile {profile:?}");
+                }
+                let bytes = value
+                    .parse()
+                    .with_context(|| format!("bps={value}: expected a byte count like 0"))?;
+                bytes_per_sync = Some(bytes);
+                continue;
+            }
+            Some((name, value)) => {
+                tuning.set(name, value)?;
+                continue;
+            }
+            None => {}
         }
         let (is_wal, value) = match part {
             "group" => (true, Some(WalChoice::Group)),
@@ -312,13 +330,15 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
             wal = value;
             continue;
         }
+        if part == "auto" {
+            if auto {
+                bail!("profile {profile:?} names auto twice");
+            }
+            auto = true;
+            continue;
+        }
         let n = match part {
             "pl" => 0,
-            "auto" => {
-                // NB: automatic placement starts from the engine's default split (LAD-2).
-                auto = true;
-                2
-            }
             p => match p.strip_prefix("lad").and_then(|n| n.parse().ok()) {
                 Some(n) if n <= 7 => n,
                 _ => bail!(
@@ -340,6 +360,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         auto,
         wal,
         tuning,
+        bytes_per_sync,
     })
 }
 
@@ -375,6 +396,7 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             Ok(Box::new(rocks::RocksEngine::open(
                 cfg,
                 profile.levels_on_fast,
+                profile.bytes_per_sync,
             )?))
         }
         #[cfg(not(feature = "rocksdb"))]
@@ -472,6 +494,9 @@ mod tierkv_engine {
             }
             if let Some(v) = t.replicas {
                 b = b.auto_replicas(v != 0.0);
+            }
+            if let Some(bytes) = profile.bytes_per_sync {
+                b = b.bytes_per_sync(bytes);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -687,7 +712,13 @@ mod rocks {
     }
 
     impl RocksEngine {
-        pub fn open(cfg: &EngineConfig, levels_on_fast: usize) -> Result<Self> {
+        /// RocksDB with `levels_on_fast` levels on the fast tier's path and, if given, its own
+        /// `bytes_per_sync` (RocksDB's default is 0).
+        pub fn open(
+            cfg: &EngineConfig,
+            levels_on_fast: usize,
+            bytes_per_sync: Option<u64>,
+        ) -> Result<Self> {
             let cache = Cache::new_lru_cache(cfg.block_cache_bytes)?;
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
@@ -713,6 +744,9 @@ mod rocks {
                 "zstd" => DBCompressionType::Zstd,
                 other => bail!("compression {other:?} is not supported for rocksdb"),
             });
+            if let Some(bytes) = bytes_per_sync {
+                opts.set_bytes_per_sync(bytes);
+            }
             opts.enable_statistics();
             let fast = &cfg.tiers[0].dir;
             opts.set_wal_dir(fast.join("wal"));
@@ -896,6 +930,7 @@ mod tests {
                 auto: false,
                 wal: None,
                 tuning: AutoTuning::default(),
+                bytes_per_sync: None,
             }
         );
         assert_eq!(p("pl").levels_on_fast, 0);
@@ -909,6 +944,7 @@ mod tests {
                 auto: false,
                 wal: Some(WalChoice::Parallel),
                 tuning: AutoTuning::default(),
+                bytes_per_sync: None,
             }
         );
         assert_eq!(
@@ -918,10 +954,16 @@ mod tests {
                 auto: false,
                 wal: Some(WalChoice::Group),
                 tuning: AutoTuning::default(),
+                bytes_per_sync: None,
             }
         );
         assert!(p("auto").auto);
         assert!(p("auto+parallel").auto);
+        assert_eq!(p("auto").levels_on_fast, 2);
+        assert_eq!(p("auto+lad1").levels_on_fast, 1);
+        assert!(p("lad1+auto").auto);
+        assert_eq!(p("lad2+bps=0").bytes_per_sync, Some(0));
+        assert_eq!(p("auto+bps=524288").bytes_per_sync, Some(512 << 10));
         let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(
             tuned.tuning,
@@ -940,6 +982,8 @@ mod tests {
             "auto+bwl=0.3+bwl=0.4",
             "auto+bwx=0.3",
             "auto+bwl=fast",
+            "bps=1+bps=2",
+            "bps=lots",
         ] {
             assert!(parse_profile(bad).is_err(), "{bad}");
         }
@@ -949,7 +993,8 @@ mod tests {
             "pl+lad1",
             "group+parallel",
             "pl+pl",
-            "auto+lad1",
+            "auto+auto",
+            "auto+pl+lad1",
         ] {
             assert!(parse_profile(bad).is_err(), "{bad}");
         }
