@@ -104,6 +104,16 @@ pub struct Options {
     pub level_size_multiplier: u64,
     /// Target size of table files written by compaction. Default 64 MiB. Range 16 KiB..=4 GiB.
     pub target_file_size: u64,
+    /// While a table (flush, compaction, migration or replica copy) is written, ask the OS to
+    /// write back its pages every this many bytes, after the previous piece's write-back has
+    /// finished (`sync_file_range`), so a table keeps at most two pieces dirty in the page
+    /// cache instead of a whole table until its final sync (RocksDB's `bytes_per_sync`). For a
+    /// memory-bounded process in front of a slow device, where reclaim would otherwise wait for
+    /// a table's worth of write-back. Not a durability setting: tables are synced whole before
+    /// they are listed. Default 0 (write-back left to the OS): 1 MiB showed no gain in the lab
+    /// and doubled the median write latency of a write-only load on a throttled fast tier
+    /// (BENCHMARKS.md, session 10).
+    pub bytes_per_sync: u64,
     /// Uncompressed size of a data block. Default 4096. Range 256..=4 MiB.
     pub block_size: usize,
     /// Keys between restart points in a block. Default 16. Range 1..=1024.
@@ -239,6 +249,7 @@ impl Default for Options {
             max_bytes_for_level_base: 256 << 20,
             level_size_multiplier: 10,
             target_file_size: 64 << 20,
+            bytes_per_sync: 0,
             block_size: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
@@ -637,6 +648,8 @@ struct TomlOptions {
     #[serde(default, deserialize_with = "de_opt_size")]
     target_file_size: Option<u64>,
     #[serde(default, deserialize_with = "de_opt_size")]
+    bytes_per_sync: Option<u64>,
+    #[serde(default, deserialize_with = "de_opt_size")]
     block_size: Option<u64>,
     block_restart_interval: Option<usize>,
     bloom_bits_per_key: Option<u32>,
@@ -699,6 +712,7 @@ impl TomlOptions {
                 .level_size_multiplier
                 .unwrap_or(d.level_size_multiplier),
             target_file_size: self.target_file_size.unwrap_or(d.target_file_size),
+            bytes_per_sync: self.bytes_per_sync.unwrap_or(d.bytes_per_sync),
             block_size: self.block_size.map_or(d.block_size, |v| v as usize),
             block_restart_interval: self
                 .block_restart_interval
@@ -806,6 +820,8 @@ impl OptionsBuilder {
         level_size_multiplier: u64,
         /// See [`Options::target_file_size`].
         target_file_size: u64,
+        /// See [`Options::bytes_per_sync`].
+        bytes_per_sync: u64,
         /// See [`Options::block_size`].
         block_size: usize,
         /// See [`Options::block_restart_interval`].
@@ -997,6 +1013,7 @@ mod tests {
             auto_migration_busy_rate = "32MiB"
             auto_replicas = false
             fast_tier_flush_reserve = "96MiB"
+            bytes_per_sync = "512KiB"
             [[tier]]
             name = "fast"
             path = "/mnt/fast"
@@ -1021,6 +1038,8 @@ mod tests {
         assert_eq!(opts.flush_reserve(), 96 << 20);
         assert_eq!(opts.auto_migration_busy_rate, 32 << 20);
         assert!(!opts.auto_replicas);
+        assert_eq!(opts.bytes_per_sync, 512 << 10);
+        assert_eq!(Options::default().bytes_per_sync, 0);
         let ctl = opts.auto_place_config();
         assert_eq!(
             (ctl.bw_low, ctl.bw_high, ctl.space_high, ctl.space_target),

@@ -101,6 +101,8 @@ pub struct Tiers {
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
     read_io_uring: bool,
+    /// Bytes of a table between write-backs, 0 for none (`Options::bytes_per_sync`).
+    bytes_per_sync: u64,
 }
 
 /// Kinds of files the engine names.
@@ -183,6 +185,7 @@ impl Tiers {
             replica_slack: opts.target_file_size,
             background_limiter: Arc::default(),
             read_io_uring: opts.read_io_uring,
+            bytes_per_sync: opts.bytes_per_sync,
         })
     }
 
@@ -232,6 +235,8 @@ impl Tiers {
             tier: name.clone(),
             limiter: (tier == 0 && background).then(|| Arc::clone(&self.background_limiter)),
             drop_after_sync: background && self.tiers[tier].direct_reads,
+            write_back_every: if background { self.bytes_per_sync } else { 0 },
+            unwritten: 0,
         };
         Ok(BufferedFile::new(Box::new(counted), buffer))
     }
@@ -516,6 +521,11 @@ struct CountingFile {
     /// tiers read through it (in a memory-bounded process, a replica copy of 180 MiB or a
     /// compaction's outputs otherwise evict as much of the capacity tier's cache).
     drop_after_sync: bool,
+    /// For a table, `Options::bytes_per_sync`: its pages are written back every this many
+    /// bytes; 0 for none.
+    write_back_every: u64,
+    /// Bytes appended since the last write-back.
+    unwritten: u64,
 }
 
 impl CountingFile {
@@ -525,6 +535,15 @@ impl CountingFile {
             .map_err(|e| out_of_space(e, &self.tier))?;
         self.counters.written[self.kind as usize].fetch_add(data.len() as u64, Ordering::Relaxed);
         self.counters.write_ops[self.kind as usize].fetch_add(1, Ordering::Relaxed);
+        self.unwritten += data.len() as u64;
+        if self.write_back_every > 0 && self.unwritten >= self.write_back_every {
+            self.unwritten = 0;
+            self.inner.write_back();
+            if self.drop_after_sync {
+                // NB: what the write-back waited for is clean now, so this drops it.
+                self.inner.drop_cache();
+            }
+        }
         Ok(())
     }
 }
@@ -647,6 +666,54 @@ mod tests {
             b = b.tier(if i == 0 { t.with_capacity(64 << 20) } else { t });
         }
         Tiers::open(&b.build().unwrap(), "db", &[], false).unwrap()
+    }
+
+    #[test]
+    fn tables_are_written_back_as_they_grow_and_logs_are_not() {
+        let dir = Path::new("/db");
+        let fs = crate::env::FaultFs::new(7);
+        let opts = Options::builder()
+            .tier(TierConfig::new("fast", dir.join("fast")))
+            .fs(fs.clone())
+            .bytes_per_sync(1 << 20)
+            .build()
+            .unwrap();
+        let tiers = Tiers::open(&opts, "db", &[], false).unwrap();
+        let piece = vec![7u8; 256 << 10];
+        let write = |name: &str, kind: WriteKind, pieces: usize| {
+            let mut f = tiers
+                .create(0, &dir.join("fast").join(name), kind, 64 << 10)
+                .unwrap();
+            for _ in 0..pieces {
+                f.append(&piece).unwrap();
+            }
+            f.sync().unwrap();
+        };
+        // 3.5 MiB of a table: a write-back after each whole MiB.
+        write("000001.sst", WriteKind::Compaction, 14);
+        assert_eq!(fs.write_back_count(), 3);
+        write("000002.sst", WriteKind::Flush, 4);
+        assert_eq!(fs.write_back_count(), 4);
+        // The WAL and MANIFEST have their own sync rules.
+        write("000003.log", WriteKind::Wal, 8);
+        write("MANIFEST-000004", WriteKind::Meta, 8);
+        assert_eq!(fs.write_back_count(), 4);
+
+        // `bytes_per_sync = 0` (the default) leaves write-back to the OS.
+        let other = Path::new("/other");
+        let opts = Options::builder()
+            .tier(TierConfig::new("fast", other))
+            .fs(fs.clone())
+            .build()
+            .unwrap();
+        let tiers = Tiers::open(&opts, "other", &[], false).unwrap();
+        let path = other.join("000005.sst");
+        let mut f = tiers
+            .create(0, &path, WriteKind::Compaction, 64 << 10)
+            .unwrap();
+        f.append(&vec![7u8; 4 << 20]).unwrap();
+        f.sync().unwrap();
+        assert_eq!(fs.write_back_count(), 4);
     }
 
     #[test]

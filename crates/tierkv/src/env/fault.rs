@@ -238,6 +238,7 @@ struct State {
     space_limits: BTreeMap<PathBuf, u64>,
     ops: u64,
     syncs: u64,
+    write_backs: u64,
     rng: SmallRng,
 }
 
@@ -254,6 +255,7 @@ impl State {
             space_limits: BTreeMap::new(),
             ops: 0,
             syncs: 0,
+            write_backs: 0,
             rng: SmallRng::seed_from_u64(seed),
         }
     }
@@ -422,6 +424,12 @@ impl FaultFs {
     /// Successful `sync` and `sync_dir` calls so far.
     pub fn sync_count(&self) -> u64 {
         self.shared.lock().syncs
+    }
+
+    /// `write_back` hints taken so far. A write-back changes nothing here: unlike a `sync` it
+    /// promises no durability, so its pages stay unsynced in the crash model.
+    pub fn write_back_count(&self) -> u64 {
+        self.shared.lock().write_backs
     }
 
     /// Flips bit `bit` of the byte at `offset` of `path`, in its current and durable bytes.
@@ -654,6 +662,12 @@ impl WritableFile for FaultWritable {
         h.node.lock().sync();
         state.syncs += 1;
         Ok(())
+    }
+
+    fn write_back(&mut self) {
+        if let Ok(mut state) = self.handle.live_state("write back") {
+            state.write_backs += 1;
+        }
     }
 
     fn size(&self) -> u64 {

@@ -107,6 +107,11 @@ pub trait WritableFile: Send {
     /// Hints that the bytes synced so far will not be read through the OS page cache (the
     /// file is read with `O_DIRECT`): the OS may drop its cached copy. The default does nothing.
     fn drop_cache(&mut self) {}
+    /// Starts writing back the bytes appended so far, after waiting for the write-back the
+    /// previous call started: a long file then keeps at most two calls' worth of dirty pages
+    /// in the OS cache. A hint for memory, not durability (only [`WritableFile::sync`] makes
+    /// bytes durable); the default does nothing.
+    fn write_back(&mut self) {}
     /// Closes the file, reporting any error the close itself returns.
     fn close(self: Box<Self>) -> Result<()>;
 }

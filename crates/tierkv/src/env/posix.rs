@@ -353,6 +353,16 @@ impl WritableFile for PosixWritable {
         drop_cached_pages(&self.file);
     }
 
+    fn write_back(&mut self) {
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE;
+        // SAFETY: sync_file_range only reads its integer arguments on an open descriptor.
+        // NB: the result is ignored: this is a hint (a file system without it, such as tmpfs,
+        // just keeps its pages), and a failed write-back shows at the next `sync`.
+        unsafe {
+            libc::sync_file_range(self.file.as_raw_fd(), 0, 0, flags);
+        }
+    }
+
     fn size(&self) -> u64 {
         self.size
     }
