@@ -168,6 +168,10 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Report, on stderr, every stretch of at least this many milliseconds in which no
+    /// operation completed, with every thread's kernel stack (read from /proc; needs root).
+    #[arg(long, value_name = "MS")]
+    stall_report_ms: Option<u64>,
     /// Also print the engine's own statistics after each run.
     #[arg(long)]
     verbose: bool,
@@ -250,6 +254,7 @@ impl Args {
             inflight: self.inflight,
             multiget: self.multiget,
             progress: !self.quiet,
+            stall_report: self.stall_report_ms.map(Duration::from_millis),
         })
     }
 

@@ -51,6 +51,9 @@ pub struct RunSpec {
     pub multiget: usize,
     /// Show a progress bar.
     pub progress: bool,
+    /// Report every stall of at least this long (no operation completing) with the kernel
+    /// stacks of the process's threads (see [`watch_stalls`]).
+    pub stall_report: Option<Duration>,
 }
 
 /// Latencies and counts of one phase.
@@ -760,16 +763,24 @@ where
         let progress = spec
             .progress
             .then(|| s.spawn(|| show_progress(phase, total, shared, &finished, spec.duration)));
+        let finished = &finished;
+        let watch = spec
+            .stall_report
+            .map(|after| s.spawn(move || watch_stalls(phase, after, shared, finished)));
         let handles: Vec<_> = (0..spec.threads)
             .map(|t| {
                 let (body, ctx) = (&body, &ctx);
-                s.spawn(move || {
-                    let r = body(t, ctx);
-                    if r.is_err() {
-                        ctx.shared.stop.store(true, Ordering::Relaxed);
-                    }
-                    r
-                })
+                // NB: named, so a stall report says which stacks are the clients'.
+                std::thread::Builder::new()
+                    .name(format!("client-{t}"))
+                    .spawn_scoped(s, move || {
+                        let r = body(t, ctx);
+                        if r.is_err() {
+                            ctx.shared.stop.store(true, Ordering::Relaxed);
+                        }
+                        r
+                    })
+                    .expect("spawning a client thread")
             })
             .collect();
         let mut first_error = None;
@@ -783,11 +794,78 @@ where
         if let Some(p) = progress {
             p.join().expect("progress thread panicked");
         }
+        if let Some(w) = watch {
+            w.join().expect("stall watch thread panicked");
+        }
         first_error.map_or(Ok(()), Err)
     });
     outcome?;
     merged.seconds = started.elapsed().as_secs_f64();
     Ok(merged)
+}
+
+/// Most stalls reported per phase (each report reads every thread's kernel stack).
+const MAX_STALL_REPORTS: usize = 8;
+
+/// Reports each stretch of at least `after` in which no operation completed: when it starts,
+/// every thread of this process with its name, wait channel and kernel stack (reading another
+/// thread's kernel stack needs root; without it the stacks are left out), and when it ends,
+/// its length. What for: a read held for a second shows only as a maximum latency, and the
+/// stacks say whether the clients wait in the kernel (I/O, memory reclaim) or on a lock.
+fn watch_stalls(phase: &str, after: Duration, shared: &Shared, finished: &AtomicBool) {
+    let started = Instant::now();
+    let mut last = (Instant::now(), shared.done_ops.load(Ordering::Relaxed));
+    let mut reported = false;
+    let mut reports = 0;
+    while !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+        let done = shared.done_ops.load(Ordering::Relaxed);
+        if done != last.1 {
+            if reported {
+                eprintln!(
+                    "stall in {phase}: ended after {:.0} ms",
+                    last.0.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            last = (Instant::now(), done);
+            reported = false;
+            continue;
+        }
+        if !reported && last.0.elapsed() >= after && reports < MAX_STALL_REPORTS {
+            reported = true;
+            reports += 1;
+            eprintln!(
+                "stall in {phase}: no operation completed for {:.0} ms, {:.1} s into the phase\n{}",
+                last.0.elapsed().as_secs_f64() * 1e3,
+                last.0.duration_since(started).as_secs_f64(),
+                thread_stacks()
+            );
+        }
+    }
+}
+
+/// Every thread of this process: id, name, wait channel and kernel stack, from `/proc`.
+fn thread_stacks() -> String {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return "  (no /proc/self/task)".to_string();
+    };
+    let read = |dir: &std::path::Path, name: &str| {
+        std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+    };
+    let mut out = String::new();
+    for task in tasks.flatten() {
+        let dir = task.path();
+        out += &format!(
+            "  thread {} {} waiting in {}\n",
+            task.file_name().to_string_lossy(),
+            read(&dir, "comm").trim(),
+            read(&dir, "wchan").trim()
+        );
+        for frame in read(&dir, "stack").lines() {
+            out += &format!("      {frame}\n");
+        }
+    }
+    out
 }
 
 /// A progress bar with live ops/s, shown once a phase has run for two seconds.
@@ -968,6 +1046,7 @@ mod tests {
             inflight,
             multiget: 1,
             progress: false,
+            stall_report: None,
         }
     }
 
