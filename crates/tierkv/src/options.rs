@@ -104,15 +104,16 @@ pub struct Options {
     pub level_size_multiplier: u64,
     /// Target size of table files written by compaction. Default 64 MiB. Range 16 KiB..=4 GiB.
     pub target_file_size: u64,
-    /// While a table (flush, compaction, migration or replica copy) is written, ask the OS to
-    /// write back its pages every this many bytes, after the previous piece's write-back has
-    /// finished (`sync_file_range`), so a table keeps at most two pieces dirty in the page
-    /// cache instead of a whole table until its final sync (RocksDB's `bytes_per_sync`). For a
-    /// memory-bounded process in front of a slow device, where reclaim would otherwise wait for
-    /// a table's worth of write-back. Not a durability setting: tables are synced whole before
-    /// they are listed. Default 0 (write-back left to the OS): 1 MiB showed no gain in the lab
-    /// and doubled the median write latency of a write-only load on a throttled fast tier
-    /// (BENCHMARKS.md, session 10).
+    /// While a table (flush, compaction or migration output) is written to a tier after the
+    /// first, ask the OS to write back its pages every this many bytes, after the previous
+    /// piece's write-back has finished (`sync_file_range`; RocksDB's `bytes_per_sync`). A table
+    /// then keeps at most two pieces dirty instead of all of it until its final sync, and that
+    /// sync no longer holds a slow device (and the reads queued on it) for a table's worth of
+    /// writes. Not a durability setting: tables are synced whole before they are listed. Tier
+    /// 0, which holds the WAL, is left to the OS: there the queued write-back delayed the WAL's
+    /// writes. Default 0, every tier left to the OS: in the lab 1 MiB made a ycsb-b load 7-25%
+    /// faster, with shorter write stops, but its read-mostly runs were no faster and their p99
+    /// was no better (BENCHMARKS.md, session 10).
     pub bytes_per_sync: u64,
     /// Uncompressed size of a data block. Default 4096. Range 256..=4 MiB.
     pub block_size: usize,
