@@ -238,7 +238,7 @@ pub struct Profile {
     pub wal: Option<WalChoice>,
     /// Automatic placement thresholds named by the profile (engine defaults otherwise).
     pub tuning: AutoTuning,
-    /// tierkv's `bytes_per_sync`, if named (`bps=`; any placement).
+    /// The engine's `bytes_per_sync` (tierkv's or RocksDB's), if named (`bps=`; any placement).
     pub bytes_per_sync: Option<u64>,
 }
 
@@ -292,7 +292,7 @@ impl AutoTuning {
 /// Parses a profile: `+`-joined parts, at most one fixed placement (`pl`, `lad0`..`lad7`;
 /// default `lad2`), `auto` (automatic placement, starting from the fixed placement named, e.g.
 /// `auto+lad1`), at most one WAL mode (`group`, `parallel`) and, with `auto`, thresholds
-/// (`bwl=0.3`, see [`AutoTuning`]), and tierkv's `bytes_per_sync` (`bps=0`); empty means the
+/// (`bwl=0.3`, see [`AutoTuning`]), and the engine's `bytes_per_sync` (`bps=0`); empty means the
 /// defaults.
 pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut levels = None;
