@@ -101,7 +101,8 @@ pub struct Tiers {
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
     read_io_uring: bool,
-    /// Bytes of a table between write-backs, 0 for none (`Options::bytes_per_sync`).
+    /// Bytes of a table on a tier after the first between write-backs, 0 for none
+    /// (`Options::bytes_per_sync`).
     bytes_per_sync: u64,
 }
 
