@@ -34,6 +34,8 @@ pub(crate) struct Counters {
     pub compaction_read_into: [AtomicU64; 16],
     /// Compaction output bytes by output level.
     pub compaction_written_into: [AtomicU64; 16],
+    /// Time compactions spent, by output level.
+    pub compaction_micros_into: [AtomicU64; 16],
     pub lucky_reads: AtomicU64,
     pub multi_gets: AtomicU64,
     pub multi_get_block_reads: AtomicU64,
@@ -114,6 +116,9 @@ pub struct LevelStats {
     pub compaction_bytes_read: u64,
     /// Bytes those compactions wrote: where a level's write amplification comes from.
     pub compaction_bytes_written: u64,
+    /// Wall time those compactions took, in microseconds: with the bytes, the rate a level's
+    /// compactions ran at, and so which level holds writes back when L0 fills.
+    pub compaction_micros: u64,
 }
 
 /// One tier's I/O rates over the monitor's window (about the last second).
@@ -319,7 +324,7 @@ impl fmt::Display for Stats {
             writeln!(
                 f,
                 "  L{}: {} files, {}, reads served {} [{}]; {} compactions into it read {}, \
-                 wrote {}",
+                 wrote {} in {:.1} s",
                 l.level,
                 l.files,
                 human_bytes(l.bytes),
@@ -328,6 +333,7 @@ impl fmt::Display for Stats {
                 l.compactions_into,
                 human_bytes(l.compaction_bytes_read),
                 human_bytes(l.compaction_bytes_written),
+                l.compaction_micros as f64 / 1e6,
             )?;
         }
         writeln!(

@@ -268,13 +268,24 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     Ok(())
 }
 
-/// Runs `task`: a trivial move when possible, otherwise a merge into new tables.
+/// Runs `task` and counts it, with its time, against its output level.
 pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> {
+    let started = std::time::Instant::now();
     Counters::add(&db.counters.compactions, 1);
-    let out_level = task.output_level();
     // Levels past the counters' end share the last slot.
-    let slot = out_level.min(db.counters.compactions_into.len() - 1);
+    let slot = task
+        .output_level()
+        .min(db.counters.compactions_into.len() - 1);
     Counters::add(&db.counters.compactions_into[slot], 1);
+    let result = move_or_merge(db, task, slot);
+    let micros = started.elapsed().as_micros() as u64;
+    Counters::add(&db.counters.compaction_micros_into[slot], micros);
+    result
+}
+
+/// A trivial move when possible, otherwise a merge into new tables.
+fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()> {
+    let out_level = task.output_level();
     let preferred = db.placer.tier_of_level(out_level, db.tiers.all().len());
     let mut edit = VersionEdit::default();
     let deleted = |level: usize, files: &[Arc<FileMeta>]| {

@@ -504,6 +504,7 @@ impl DbInner {
                         .compaction_written_into
                         .get(level)
                         .map_or(0, stats::load),
+                    compaction_micros: c.compaction_micros_into.get(level).map_or(0, stats::load),
                 }
             })
             .collect();
