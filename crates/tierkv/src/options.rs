@@ -95,8 +95,9 @@ pub struct Options {
     pub l0_slowdown_trigger: usize,
     /// L0 file count at which writes stop until compaction catches up. Default 36. Must be > slowdown.
     pub l0_stop_trigger: usize,
-    /// Write rate, in bytes per second, that writes are held to while L0 is at or past the
-    /// slowdown trigger. Default 16 MiB/s. Range 1 KiB/s..
+    /// Write rate, in bytes per second, that writes are held to when L0 reaches the slowdown
+    /// trigger; the rate then falls while L0 keeps growing and rises back as it shrinks, never
+    /// above this. Default 16 MiB/s. Range 1 KiB/s..
     pub delayed_write_rate: u64,
     /// Target size of L1. Default 256 MiB. Range 64 KiB..
     pub max_bytes_for_level_base: u64,

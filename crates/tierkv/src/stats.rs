@@ -175,6 +175,8 @@ pub struct Stats {
     pub slowdowns: u64,
     /// Times writes stopped (too many immutable memtables or L0 files).
     pub stops: u64,
+    /// Bytes per second writes are paced at now, while L0 slows them (`None` otherwise).
+    pub paced_write_rate: Option<u64>,
     /// Memtable flushes.
     pub flushes: u64,
     /// Compactions (trivial moves included).
@@ -441,10 +443,13 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "stalls: {:.3} s total, {} slowdowns, {} stops",
+            "stalls: {:.3} s total, {} slowdowns, {} stops{}",
             self.stall_micros as f64 / 1e6,
             self.slowdowns,
-            self.stops
+            self.stops,
+            self.paced_write_rate
+                .map(|r| format!("; writes paced at {}/s", human_bytes(r)))
+                .unwrap_or_default()
         )?;
         write!(
             f,

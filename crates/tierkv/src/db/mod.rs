@@ -17,6 +17,7 @@ mod migrate;
 mod monitor;
 mod multiget;
 mod open;
+mod pacer;
 mod pipeline;
 mod read;
 mod replica;
@@ -93,8 +94,8 @@ pub(crate) struct DbInner {
     /// Paces migration copies: `Options::auto_migration_busy_rate` while foreground requests
     /// flow, unpaced otherwise.
     migration_limiter: crate::ratelimit::RateLimiter,
-    /// While writes are slowed: when the next write may start. Only the leader takes it.
-    next_write_at: Mutex<Option<std::time::Instant>>,
+    /// While L0 slows writes: when the next write may start, and how fast writes go.
+    pacer: pacer::WritePacer,
     counters: Counters,
     _lock: Box<dyn FileLock>,
 }
@@ -529,6 +530,11 @@ impl DbInner {
             stall_micros: stats::load(&c.stall_micros),
             slowdowns: stats::load(&c.slowdowns),
             stops: stats::load(&c.stops),
+            // NB: only while L0 still slows writes: the pacer learns that L0 shrank at the
+            // next write, which may be long after.
+            paced_write_rate: self.pacer.rate().filter(|_| {
+                self.versions.current().levels[0].len() >= self.opts.l0_slowdown_trigger
+            }),
             flushes: stats::load(&c.flushes),
             compactions: stats::load(&c.compactions),
             trivial_moves: stats::load(&c.trivial_moves),

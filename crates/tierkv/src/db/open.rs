@@ -166,7 +166,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         io_sampler: Mutex::new(IoSampler::new(&opts, &placer, &tiers)),
         placer,
         migration_limiter: Default::default(),
-        next_write_at: Mutex::new(None),
+        pacer: super::pacer::WritePacer::new(opts.delayed_write_rate),
         counters: Counters::default(),
         _lock: lock,
         tiers,

@@ -12,6 +12,7 @@
 //! before a newer one is (`wal::set`), so recovery can always rebuild a prefix of history.
 
 use super::open::WAL_BUFFER;
+use super::pacer::L0Triggers;
 use super::pipeline::Task;
 use super::DbInner;
 use crate::batch::WriteBatch;
@@ -239,9 +240,13 @@ impl DbInner {
                     return Ok(false);
                 }
                 delayed = true;
-                let wait = self.write_delay(slow, bytes);
+                let triggers = L0Triggers {
+                    slowdown: self.opts.l0_slowdown_trigger,
+                    stop: self.opts.l0_stop_trigger,
+                };
+                let wait = self.pacer.delay(l0, triggers, bytes, Instant::now());
                 if !wait.is_zero() {
-                    // Hold writes to `delayed_write_rate` so compaction can catch up.
+                    // Pace writes so compaction can catch up (`pacer`).
                     drop(state);
                     let t = Instant::now();
                     std::thread::sleep(wait);
@@ -270,27 +275,6 @@ impl DbInner {
                 self.switch_memtable(wal)?;
                 return Ok(true);
             }
-        }
-    }
-
-    /// How long a write of `bytes` waits while writes are slowed (`slow`), pacing them at
-    /// `delayed_write_rate`; waits shorter than a millisecond are carried to the next write.
-    fn write_delay(&self, slow: bool, bytes: u64) -> Duration {
-        let mut next = self.next_write_at.lock();
-        let now = Instant::now();
-        if !slow {
-            *next = None;
-            return Duration::ZERO;
-        }
-        let start = next.map_or(now, |n| n.max(now));
-        let cost =
-            Duration::from_secs_f64(bytes.max(1) as f64 / self.opts.delayed_write_rate as f64);
-        *next = Some(start + cost);
-        let wait = start.saturating_duration_since(now);
-        if wait < Duration::from_millis(1) {
-            Duration::ZERO
-        } else {
-            wait
         }
     }
 
