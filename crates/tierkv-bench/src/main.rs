@@ -6,6 +6,7 @@
 mod engine;
 mod report;
 mod runner;
+mod space;
 mod workload;
 
 use anyhow::{bail, Context, Result};
@@ -48,7 +49,7 @@ struct Args {
     tiers: Vec<String>,
     /// A tier's byte budget, NAME=SIZE (e.g. fast=1G; K/M/G suffixes are powers of 1024):
     /// tierkv places tables elsewhere once the tier is full; RocksDB's fast db_path target is
-    /// capped at it.
+    /// capped at it, which RocksDB treats as a target, not a limit (compare the tier's `peak`).
     #[arg(long = "tier-capacity", value_name = "NAME=SIZE")]
     tier_capacities: Vec<String>,
     /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
@@ -345,6 +346,7 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         .map(|t| device_of(&t.name).and_then(|d| report::device_bytes(&d)))
         .collect();
 
+    let peak_watch = space::PeakWatch::start(cfg.tiers.iter().map(|t| t.dir.clone()).collect());
     let engine = engine::open(engine_spec, &cfg)?;
     let mut spec = spec.clone();
     let inflight_note = if spec.inflight > 1 && !engine.supports_async() {
@@ -389,14 +391,17 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
     let cpu_end = report::cpu_seconds();
     let counters = engine.counters();
     drop(engine);
+    let peaks = peak_watch.finish();
 
     let tiers: Vec<TierMeasure> = cfg
         .tiers
         .iter()
         .zip(&dev_start)
-        .map(|(t, start)| TierMeasure {
+        .zip(peaks)
+        .map(|((t, start), peak)| TierMeasure {
             name: t.name.clone(),
-            bytes_used: report::dir_bytes(&t.dir),
+            bytes_used: space::file_bytes(&t.dir),
+            peak_bytes_allocated: peak,
             device: device_of(&t.name)
                 .and_then(|d| report::device_bytes(&d))
                 .zip(*start)

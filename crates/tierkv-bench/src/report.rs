@@ -5,7 +5,6 @@ use crate::runner::PhaseResult;
 use crate::workload::OpKind;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
-use std::path::Path;
 
 /// CPU seconds used by this process (user, system), from `getrusage`.
 pub fn cpu_seconds() -> (f64, f64) {
@@ -17,21 +16,6 @@ pub fn cpu_seconds() -> (f64, f64) {
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(usage.ru_utime), secs(usage.ru_stime))
-}
-
-/// Bytes of all files under `dir`.
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
 }
 
 /// A block device's `(bytes read, bytes written)` from `/sys/block/DEV/stat`.
@@ -67,6 +51,9 @@ pub struct TierMeasure {
     pub name: String,
     /// Bytes of files in the tier directory after the run.
     pub bytes_used: u64,
+    /// Most bytes the file system allocated in the tier directory at any moment of load and
+    /// run (`space::PeakWatch`).
+    pub peak_bytes_allocated: u64,
     /// Device counters during load+run, when a device was named for the tier.
     pub device: Option<(u64, u64)>,
 }
@@ -145,6 +132,7 @@ impl RunRecord<'_> {
                 "bytes_written": c.bytes_written,
                 "bytes_read": c.bytes_read,
                 "bytes_used": m.bytes_used,
+                "peak_bytes_allocated": m.peak_bytes_allocated,
             });
             if let Some((read, written)) = m.device {
                 t["device_bytes_read"] = json!(read);
@@ -254,17 +242,18 @@ impl RunRecord<'_> {
             );
         }
         println!(
-            "  {:<10} {:>14} {:>14} {:>14} {:>16}",
-            "tier", "written", "read", "used", "device written"
+            "  {:<10} {:>14} {:>14} {:>14} {:>14} {:>16}",
+            "tier", "written", "read", "used", "peak", "device written"
         );
         for (m, c) in self.tiers.iter().zip(&self.counters.tiers) {
             let dev = m.device.map_or("-".to_string(), |d| mib(d.1));
             println!(
-                "  {:<10} {:>14} {:>14} {:>14} {:>16}",
+                "  {:<10} {:>14} {:>14} {:>14} {:>14} {:>16}",
                 m.name,
                 mib(c.bytes_written),
                 mib(c.bytes_read),
                 mib(m.bytes_used),
+                mib(m.peak_bytes_allocated),
                 dev
             );
         }
