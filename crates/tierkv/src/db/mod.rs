@@ -532,9 +532,10 @@ impl DbInner {
             stops: stats::load(&c.stops),
             // NB: only while L0 still slows writes: the pacer learns that L0 shrank at the
             // next write, which may be long after.
-            paced_write_rate: self.pacer.rate().filter(|_| {
-                self.versions.current().levels[0].len() >= self.opts.l0_slowdown_trigger
-            }),
+            paced_write_rate: self
+                .pacer
+                .rate()
+                .filter(|_| version.levels[0].len() >= self.opts.l0_slowdown_trigger),
             flushes: stats::load(&c.flushes),
             compactions: stats::load(&c.compactions),
             trivial_moves: stats::load(&c.trivial_moves),

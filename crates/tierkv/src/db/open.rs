@@ -166,7 +166,13 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         io_sampler: Mutex::new(IoSampler::new(&opts, &placer, &tiers)),
         placer,
         migration_limiter: Default::default(),
-        pacer: super::pacer::WritePacer::new(opts.delayed_write_rate),
+        pacer: super::pacer::WritePacer::new(
+            opts.delayed_write_rate,
+            super::pacer::L0Triggers {
+                slowdown: opts.l0_slowdown_trigger,
+                stop: opts.l0_stop_trigger,
+            },
+        ),
         counters: Counters::default(),
         _lock: lock,
         tiers,

@@ -21,7 +21,8 @@ const FALL: f64 = 0.8;
 const FALL_NEAR_STOP: f64 = 0.6;
 /// Rate gained each time L0 shrinks while writes are still slowed.
 const RISE: f64 = 1.25;
-/// Slowest pace: writes still trickle, so a slowdown never becomes a stop by itself.
+/// Slowest pace (or `delayed_write_rate`, if lower): writes still trickle, so a slowdown never
+/// becomes a stop by itself.
 const MIN_RATE: f64 = 16.0 * 1024.0;
 /// Waits shorter than this are carried over to the next write rather than slept.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
@@ -30,6 +31,8 @@ const MIN_SLEEP: Duration = Duration::from_millis(1);
 #[derive(Debug)]
 pub(super) struct WritePacer {
     max_rate: f64,
+    min_rate: f64,
+    triggers: L0Triggers,
     state: Mutex<PacerState>,
 }
 
@@ -52,10 +55,12 @@ pub(super) struct L0Triggers {
 
 impl WritePacer {
     /// A pacer whose slowed writes go at most `max_rate` bytes per second.
-    pub fn new(max_rate: u64) -> Self {
-        let max_rate = (max_rate as f64).max(MIN_RATE);
+    pub fn new(max_rate: u64, triggers: L0Triggers) -> Self {
+        let max_rate = max_rate as f64;
         WritePacer {
             max_rate,
+            min_rate: MIN_RATE.min(max_rate),
+            triggers,
             state: Mutex::new(PacerState {
                 next_write_at: None,
                 rate: max_rate,
@@ -66,9 +71,9 @@ impl WritePacer {
 
     /// How long a write of `bytes` waits now, with `l0` tables in L0: zero while L0 is below
     /// the slowdown trigger, and while the wait owed is under a millisecond (it is carried).
-    pub fn delay(&self, l0: usize, triggers: L0Triggers, bytes: u64, now: Instant) -> Duration {
+    pub fn delay(&self, l0: usize, bytes: u64, now: Instant) -> Duration {
         let mut s = self.state.lock();
-        if l0 < triggers.slowdown {
+        if l0 < self.triggers.slowdown {
             s.next_write_at = None;
             s.rate = self.max_rate;
             s.l0 = l0;
@@ -78,7 +83,7 @@ impl WritePacer {
             // A slowdown starts at the configured rate, however many tables L0 has.
             s.l0 = l0;
         } else {
-            self.follow_l0(&mut s, l0, triggers);
+            self.follow_l0(&mut s, l0);
         }
         let start = s.next_write_at.map_or(now, |n| n.max(now));
         let cost = Duration::from_secs_f64(bytes.max(1) as f64 / s.rate);
@@ -97,14 +102,14 @@ impl WritePacer {
         s.next_write_at.map(|_| s.rate as u64)
     }
 
-    fn follow_l0(&self, s: &mut PacerState, l0: usize, triggers: L0Triggers) {
+    fn follow_l0(&self, s: &mut PacerState, l0: usize) {
         if l0 > s.l0 {
-            let fall = if l0 + 2 >= triggers.stop {
+            let fall = if l0 + 2 >= self.triggers.stop {
                 FALL_NEAR_STOP
             } else {
                 FALL
             };
-            s.rate = (s.rate * fall.powi((l0 - s.l0) as i32)).max(MIN_RATE);
+            s.rate = (s.rate * fall.powi((l0 - s.l0) as i32)).max(self.min_rate);
         } else if l0 < s.l0 {
             s.rate = (s.rate * RISE).min(self.max_rate);
         }
@@ -125,37 +130,37 @@ mod tests {
     fn rate_after(pacer: &WritePacer, l0s: &[usize]) -> Option<u64> {
         let now = Instant::now();
         for &l0 in l0s {
-            pacer.delay(l0, TRIGGERS, 1, now);
+            pacer.delay(l0, 1, now);
         }
         pacer.rate()
     }
 
     #[test]
     fn writes_below_the_slowdown_trigger_never_wait() {
-        let pacer = WritePacer::new(16 * MIB);
+        let pacer = WritePacer::new(16 * MIB, TRIGGERS);
         let now = Instant::now();
         for _ in 0..1000 {
-            assert_eq!(pacer.delay(19, TRIGGERS, MIB, now), Duration::ZERO);
+            assert_eq!(pacer.delay(19, MIB, now), Duration::ZERO);
         }
         assert_eq!(pacer.rate(), None);
     }
 
     #[test]
     fn slowed_writes_are_spaced_at_the_rate() {
-        let pacer = WritePacer::new(16 * MIB);
+        let pacer = WritePacer::new(16 * MIB, TRIGGERS);
         let now = Instant::now();
         // The first write goes at once and books 1/16 s; the next waits for it.
-        assert_eq!(pacer.delay(20, TRIGGERS, MIB, now), Duration::ZERO);
-        let wait = pacer.delay(20, TRIGGERS, MIB, now);
+        assert_eq!(pacer.delay(20, MIB, now), Duration::ZERO);
+        let wait = pacer.delay(20, MIB, now);
         assert_eq!(wait.as_millis(), 62);
         // A later write that finds the booked time passed goes at once.
         let later = now + Duration::from_secs(1);
-        assert_eq!(pacer.delay(20, TRIGGERS, MIB, later), Duration::ZERO);
+        assert_eq!(pacer.delay(20, MIB, later), Duration::ZERO);
     }
 
     #[test]
     fn rate_falls_with_each_table_l0_gains() {
-        let pacer = WritePacer::new(16 * MIB);
+        let pacer = WritePacer::new(16 * MIB, TRIGGERS);
         assert_eq!(rate_after(&pacer, &[20]), Some(16 * MIB));
         let r1 = rate_after(&pacer, &[21]).unwrap();
         assert_eq!(r1, (16.0 * MIB as f64 * FALL) as u64);
@@ -165,7 +170,7 @@ mod tests {
 
     #[test]
     fn rate_falls_faster_near_the_stop_trigger() {
-        let pacer = WritePacer::new(16 * MIB);
+        let pacer = WritePacer::new(16 * MIB, TRIGGERS);
         let before = rate_after(&pacer, &[20, 33]).unwrap() as f64;
         let after = rate_after(&pacer, &[34]).unwrap() as f64;
         assert!(
@@ -176,7 +181,7 @@ mod tests {
 
     #[test]
     fn rate_rises_as_l0_shrinks_but_never_past_the_configured_rate() {
-        let pacer = WritePacer::new(16 * MIB);
+        let pacer = WritePacer::new(16 * MIB, TRIGGERS);
         let low = rate_after(&pacer, &[20, 24]).unwrap();
         let risen = rate_after(&pacer, &[22]).unwrap();
         assert!(
@@ -186,16 +191,22 @@ mod tests {
         let top = rate_after(&pacer, &[21, 20, 20, 20]).unwrap();
         assert!(top <= 16 * MIB);
         // Shrinking many times in a row caps at the configured rate.
-        let pacer = WritePacer::new(16 * MIB);
+        let pacer = WritePacer::new(16 * MIB, TRIGGERS);
         assert_eq!(rate_after(&pacer, &[30, 29, 28, 27, 26]), Some(16 * MIB));
     }
 
     #[test]
     fn rate_has_a_floor_and_resets_below_the_trigger() {
-        let pacer = WritePacer::new(64 << 10);
+        let pacer = WritePacer::new(64 << 10, TRIGGERS);
         let l0s: Vec<usize> = (20..=35).collect();
         assert_eq!(rate_after(&pacer, &l0s), Some(MIN_RATE as u64));
         assert_eq!(rate_after(&pacer, &[3]), None);
         assert_eq!(rate_after(&pacer, &[20]), Some(64 << 10));
+    }
+
+    #[test]
+    fn a_configured_rate_below_the_floor_is_kept() {
+        let pacer = WritePacer::new(4 << 10, TRIGGERS);
+        assert_eq!(rate_after(&pacer, &[20, 25]), Some(4 << 10));
     }
 }

@@ -12,7 +12,6 @@
 //! before a newer one is (`wal::set`), so recovery can always rebuild a prefix of history.
 
 use super::open::WAL_BUFFER;
-use super::pacer::L0Triggers;
 use super::pipeline::Task;
 use super::DbInner;
 use crate::batch::WriteBatch;
@@ -240,11 +239,7 @@ impl DbInner {
                     return Ok(false);
                 }
                 delayed = true;
-                let triggers = L0Triggers {
-                    slowdown: self.opts.l0_slowdown_trigger,
-                    stop: self.opts.l0_stop_trigger,
-                };
-                let wait = self.pacer.delay(l0, triggers, bytes, Instant::now());
+                let wait = self.pacer.delay(l0, bytes, Instant::now());
                 if !wait.is_zero() {
                     // Pace writes so compaction can catch up (`pacer`).
                     drop(state);
