@@ -75,12 +75,11 @@ impl WritePacer {
         let mut s = self.state.lock();
         if l0 < self.triggers.slowdown {
             s.next_write_at = None;
-            s.rate = self.max_rate;
-            s.l0 = l0;
             return Duration::ZERO;
         }
         if s.next_write_at.is_none() {
             // A slowdown starts at the configured rate, however many tables L0 has.
+            s.rate = self.max_rate;
             s.l0 = l0;
         } else {
             self.follow_l0(&mut s, l0);
