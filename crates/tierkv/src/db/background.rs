@@ -259,11 +259,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     db.versions.log_and_apply(edit)?;
     db.clear_pending(files.iter().map(|o| o.meta.number));
     db.state.lock().imm.pop_front();
-    if let Some(wals) = db.wal.lock().as_mut() {
-        // The flushed memtable's WAL no longer needs syncing before newer ones.
-        wals.release_below(db.versions.log_number());
-    }
-    db.release_groups(db.versions.log_number());
+    db.wal.release_below(db.versions.log_number());
     Counters::add(&db.counters.flushes, 1);
     Ok(())
 }

@@ -4,12 +4,13 @@
 //! State ownership:
 //! - `DbInner::state` (`Mutex<State>`): the active and immutable memtables, background-work
 //!   bookkeeping and the sticky error. Held only for short bookkeeping, never across I/O.
-//! - `DbInner::wal`: the active WAL writer; only the group-commit leader (the writer at the
-//!   front of `writers`) touches it, so its lock is uncontended and may be held across I/O.
+//! - `DbInner::wal`: the WAL (`crate::wal`), whichever its mode; it owns its logs and its
+//!   own locks, and reaches the database only through `WalHost` (implemented in `write`).
 //! - `VersionSet`: the current version, MANIFEST and sequence numbers.
 //!
-//! Submodules: `open` (recovery), `write` (group commit), `read` (point reads, iterators),
-//! `background` (flush, compaction, obsolete files).
+//! Submodules: `open` (recovery), `write` (room-making and memtable switches, shared by every
+//! WAL mode), `pipeline` (asynchronous requests, workers, head thread), `read` (point reads,
+//! iterators), `background` (flush, compaction, obsolete files).
 
 mod background;
 mod iter;
@@ -39,14 +40,13 @@ use crate::sst::BlockCache;
 use crate::stats::{self, Counters, LevelStats, Stats, TierStats};
 use crate::tier::{Tiers, WriteKind};
 use crate::version::VersionSet;
-use crate::wal::WalSet;
+use crate::wal::{Wal, WalHost};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use table_cache::TableCache;
-use write::Writer;
 
 /// Mutable shared state. See the module doc for the locking rule.
 pub(crate) struct State {
@@ -80,10 +80,9 @@ pub(crate) struct DbInner {
     bg_cv: Condvar,
     /// Wakes waiters on background progress (stalled writers, `flush`, `compact_range`).
     progress_cv: Condvar,
-    writers: Mutex<VecDeque<Arc<Writer>>>,
-    writers_cv: Condvar,
-    wal: Mutex<Option<WalSet>>,
-    /// The request pipeline: parallel WAL, asynchronous requests, loggers and workers.
+    /// The write-ahead log, in the mode the options chose.
+    wal: Arc<dyn Wal>,
+    /// The asynchronous request pipeline: workers and the head thread.
     pipeline: pipeline::Pipeline,
     /// Per-tier I/O rates over a sliding window; sampled by the head thread.
     iomon: crate::iomon::IoMonitor,
@@ -373,15 +372,8 @@ fn spawn_pipeline(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
             .spawn(move || f(&inner))
             .expect("spawn pipeline thread")
     };
-    let mut threads = Vec::new();
-    if inner.pipeline.pwal.is_some() {
-        for i in 0..inner.opts.wal_loggers {
-            threads.push(spawn(
-                format!("tierkv-log-{i}"),
-                Box::new(move |db| pipeline::logger(db, i)),
-            ));
-        }
-    }
+    let host: Arc<dyn WalHost> = Arc::clone(inner) as Arc<dyn WalHost>;
+    let mut threads = Arc::clone(&inner.wal).spawn_threads(host);
     for i in 0..inner.opts.pipeline_workers {
         threads.push(spawn(
             format!("tierkv-work-{i}"),
@@ -395,7 +387,7 @@ fn spawn_pipeline(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
 impl Drop for Db {
     fn drop(&mut self) {
         // Requests in flight complete (or fail with `Closed`) before anything stops.
-        self.inner.pipeline.close();
+        self.inner.close_pipeline();
         for t in self.pipeline_threads.drain(..) {
             let _ = t.join();
         }
@@ -409,9 +401,7 @@ impl Drop for Db {
             let _ = t.join();
         }
         // Hand buffered WAL bytes to the OS so a clean close keeps `Buffered` writes too.
-        if let Some(wal) = self.inner.wal.lock().take() {
-            let _ = wal.close();
-        }
+        let _ = self.inner.wal.close();
         let _ = self.inner.versions.close();
     }
 }
@@ -436,26 +426,7 @@ impl DbInner {
     /// A synchronous write through the configured WAL.
     fn write_any(&self, durability: crate::options::Durability, batch: WriteBatch) -> Result<()> {
         self.pipeline.note_foreground();
-        if self.pipeline.pwal.is_some() {
-            self.write_parallel(durability, Some(batch), false)
-        } else {
-            self.write(durability, Some(batch), false)
-        }
-    }
-
-    /// Parallel WAL: hands the active memtable to the admission state and starts its group.
-    fn start_first_group(&self) -> Result<()> {
-        if self.pipeline.pwal.is_none() {
-            return Ok(());
-        }
-        let mut admit = self.pipeline.admit.lock();
-        let mem = Arc::clone(&self.state.lock().mem);
-        let number = mem.wal_number();
-        admit.mem = Some(mem);
-        if !self.start_group(&mut admit, number)? {
-            return Err(Error::Busy("no free parallel-WAL group at open".into()));
-        }
-        Ok(())
+        self.write(durability, batch)
     }
 
     /// Makes writes fail from now on, keeping the first cause.
@@ -546,18 +517,14 @@ impl DbInner {
             memtable_bytes: state.mem.approximate_bytes() as u64,
             last_sequence: self.versions.last_sequence(),
             snapshots: self.snapshots.len(),
-            wal_io_path: self.pipeline.io_path_name().to_string(),
+            wal_io_path: self.wal.io_path().to_string(),
             lucky_reads: stats::load(&c.lucky_reads),
             read_io_path: read_io_path(self.opts.read_io_uring).to_string(),
             multi_gets: stats::load(&c.multi_gets),
             multi_get_block_reads: stats::load(&c.multi_get_block_reads),
             async_requests: stats::load(&c.async_requests),
             busy_rejections: stats::load(&c.busy_rejections),
-            active_loggers: if self.pipeline.pwal.is_some() {
-                self.pipeline.active_loggers.load(Ordering::Relaxed)
-            } else {
-                0
-            },
+            active_loggers: self.wal.active_loggers(),
             wal_runs: stats::load(&c.wal_runs),
             wal_pages: stats::load(&c.wal_pages),
             wal_cover_syncs: stats::load(&c.wal_cover_syncs),

@@ -14,24 +14,20 @@ use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
 use crate::iomon::{IoMonitor, WindowConfig};
 use crate::memtable::MemTable;
-use crate::options::{Options, Placement, WalMode};
+use crate::options::{Options, Placement};
 use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
 use crate::sst::BlockCache;
 use crate::stats::Counters;
 use crate::tier::{self, FileKind, Tiers, WriteKind};
 use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
-use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
-use crate::wal::parallel::{self, Layout, ParallelWal};
-use crate::wal::WalSet;
+use crate::wal::{self, ReplayCtx, ReplaySink, Replayed};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 /// Name of the lock file on tier 0.
 pub const LOCK_FILE: &str = "LOCK";
-/// User-space buffer of the WAL writer.
-pub(crate) const WAL_BUFFER: usize = 256 << 10;
 
 pub(super) fn open(opts: Options) -> Result<DbInner> {
     opts.validate()?;
@@ -91,52 +87,24 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         placer: &placer,
         replicas: None,
     };
-    let (mem, imm, wal, pwal) = if opts.read_only {
+    let (imm, replayed) = if opts.read_only {
         let mut mems = Vec::new();
-        replay_wals(&ctx, &mut |m| {
+        let replayed = replay_wals(&ctx, &mut |m| {
             mems.push(m);
             Ok(())
         })?;
-        (Arc::new(MemTable::new(0)), mems.into(), None, None)
+        (mems.into(), replayed)
     } else {
-        let (number, wal, area_meta) = recover_to_tables(&ctx)?;
-        let area = tiers.get(0).dir.join(parallel::AREA_FILE);
-        match opts.wal {
-            WalMode::Group => {
-                if fs.exists(&area) {
-                    // Recovery put what the area held into tables: it is obsolete.
-                    fs.remove_file(&area)?;
-                }
-                let wals = WalSet::new(
-                    number,
-                    wal.expect("group mode creates a WAL file"),
-                    Arc::clone(&fs),
-                    tiers.get(0).dir.clone(),
-                );
-                (
-                    Arc::new(MemTable::new(number)),
-                    VecDeque::new(),
-                    Some(wals),
-                    None,
-                )
-            }
-            WalMode::Parallel => {
-                let layout = Layout {
-                    groups: opts.wal_groups(),
-                    group_pages: opts.wal_group_bytes() / parallel::PAGE as u64,
-                };
-                let pwal = ParallelWal::open(fs.as_ref(), &area, layout, area_meta.as_ref())?;
-                fs.sync_dir(&tiers.get(0).dir)?;
-                (
-                    Arc::new(MemTable::new(number)),
-                    VecDeque::new(),
-                    None,
-                    Some(pwal),
-                )
-            }
-        }
+        (VecDeque::new(), recover_to_tables(&ctx)?)
     };
-    let last_seq = versions.last_sequence();
+    // NB: a read-only open has no WAL, and its memtables are all immutable.
+    let number = if opts.read_only {
+        0
+    } else {
+        versions.log_number()
+    };
+    let mem = Arc::new(MemTable::new(number));
+    let wal = wal::open(&opts, &tiers, number, versions.last_sequence(), &replayed)?;
 
     let block_cache =
         (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
@@ -145,7 +113,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         block_cache,
         snapshots: Arc::new(SnapshotList::default()),
         state: Mutex::new(State {
-            mem,
+            mem: Arc::clone(&mem),
             imm,
             bg_error: None,
             shutting_down: false,
@@ -158,10 +126,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         }),
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),
-        writers: Mutex::new(VecDeque::new()),
-        writers_cv: Condvar::new(),
-        wal: Mutex::new(wal),
-        pipeline: Pipeline::new(pwal, last_seq),
+        wal,
+        pipeline: Pipeline::new(),
         iomon: monitor(&opts, &tiers)?,
         io_sampler: Mutex::new(IoSampler::new(&opts, &placer, &tiers)),
         placer,
@@ -179,40 +145,28 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         versions,
         opts,
     };
-    inner.start_first_group()?;
+    inner.wal.start(&mem)?;
     inner.delete_obsolete_files();
     Ok(inner)
 }
 
-/// Replays the WALs into L0 tables, records them in a new MANIFEST and, in group mode, starts
-/// a new WAL file. Returns the new WAL's number, its writer (group mode) and the metadata of
-/// the parallel-WAL area, if there is one.
-fn recover_to_tables(
-    ctx: &OutputCtx<'_>,
-) -> Result<(u64, Option<LogWriter>, Option<parallel::Meta>)> {
+/// Replays the WALs into L0 tables and records them in a new MANIFEST, which names the first
+/// memtable's number as its log number.
+fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<Replayed> {
     let mut edit = VersionEdit::default();
     // NB: each table's tier space stays reserved until the MANIFEST lists it, so that the
     // tables of several replayed memtables cannot overcommit a tier.
     let mut outputs = Vec::new();
-    let meta = replay_wals(ctx, &mut |mem| {
+    let replayed = replay_wals(ctx, &mut |mem| {
         flush_recovered(ctx, &mem, &mut edit, &mut outputs)
     })?;
-    // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL file exists:
+    // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL exists:
     // after a crash in between, no WAL at or above that number exists and nothing is replayed.
     let wal_number = ctx.versions.new_file_number();
     edit.log_number = Some(wal_number);
     ctx.versions.write_new_manifest(edit)?;
     drop(outputs);
-    if ctx.opts.wal == WalMode::Parallel {
-        return Ok((wal_number, None, meta));
-    }
-    let wal_path = ctx.tiers.path(0, FileKind::Wal, wal_number);
-    let file = ctx
-        .tiers
-        .create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?
-        .with_preallocation(ctx.opts.wal_preallocation_step());
-    ctx.tiers.fs().sync_dir(&ctx.tiers.get(0).dir)?;
-    Ok((wal_number, Some(LogWriter::new(file, wal_path)), meta))
+    Ok(replayed)
 }
 
 /// A new database may only be created where no other data lives: every tier directory may
@@ -231,7 +185,7 @@ fn check_new_database_dirs(opts: &Options) -> Result<()> {
             if ours {
                 continue;
             }
-            if tier::parse_file_name(&name).is_some() || name == parallel::AREA_FILE {
+            if tier::parse_file_name(&name).is_some() || name == wal::parallel::AREA_FILE {
                 return Err(Error::corruption(
                     tier.path.join(&name),
                     0,
@@ -331,178 +285,57 @@ fn check_tables_present(tiers: &Tiers, versions: &VersionSet) -> Result<()> {
     Ok(())
 }
 
-/// WAL numbers on tier 0 at or above the MANIFEST's log number, ascending.
-fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
-    let mut wals: Vec<u64> = tiers
-        .fs()
-        .list_dir(&tiers.get(0).dir)?
-        .iter()
-        .filter_map(|n| match tier::parse_file_name(n) {
-            Some((FileKind::Wal, num)) if num >= log_number => Some(num),
-            _ => None,
-        })
-        .collect();
-    wals.sort_unstable();
-    Ok(wals)
-}
-
-/// Replays the live WALs into memtables, handing each full memtable (and the last one) to
-/// `sink`.
-///
-/// Records must continue each other's sequence numbers, across WAL files too. A damaged record
-/// or a gap ends the history quietly when a crash can explain it (no later record proves that
-/// the bytes were synced, see `wal::set`); otherwise it is corruption, as the recovery mode
-/// decides.
+/// Replays every WAL mode's logs into memtables, handing each full memtable (and the last one)
+/// to `sink`.
 fn replay_wals(
     ctx: &OutputCtx<'_>,
     sink: &mut dyn FnMut(Arc<MemTable>) -> Result<()>,
-) -> Result<Option<parallel::Meta>> {
-    let wals = live_wals(ctx.tiers, ctx.versions.log_number())?;
-    // Every WAL number is taken, also those after a point where replay stops: a new file must
-    // never reuse the number of a WAL still on disk.
-    if let Some(&last) = wals.last() {
-        ctx.versions.mark_file_number_used(last);
-    }
-    let mut mem = Arc::new(MemTable::new(0));
-    let mut max_seq = ctx.versions.last_sequence();
-    let mut next_seq: Option<u64> = None;
-    // Salvage keeps every intact batch, so it does not check for gaps.
-    let check_gaps = ctx.opts.wal_recovery_mode != RecoveryMode::SkipAnyCorruptedRecords;
-    'wals: for i in 0..wals.len() {
-        let path = ctx.tiers.path(0, FileKind::Wal, wals[i]);
-        let mut reader =
-            LogReader::open(ctx.tiers.fs().as_ref(), &path, ctx.opts.wal_recovery_mode)?;
-        let mut first_in_file = true;
-        while let Some((offset, payload)) = reader.next_record()? {
-            let defect = match WriteBatch::decode(payload) {
-                None => Some(Defect::Undecodable),
-                Some((seq, _)) if check_gaps && next_seq.is_some_and(|n| n != seq) => {
-                    Some(Defect::Gap {
-                        expected: next_seq.unwrap_or_default(),
-                        found: seq,
-                        at_file_start: first_in_file,
-                    })
-                }
-                Some((seq, batch)) => {
-                    max_seq = max_seq.max(mem.insert_batch(seq, &batch) - 1);
-                    next_seq = Some(seq + batch.len() as u64);
-                    None
-                }
-            };
-            first_in_file = false;
-            if let Some(defect) = defect {
-                match on_defect(ctx, &wals, i, &path, offset, &defect)? {
-                    Flow::Skip => continue,
-                    Flow::Stop => break 'wals,
-                }
-            }
-            if mem.approximate_bytes() >= ctx.opts.write_buffer_size {
-                ctx.versions.set_last_sequence(max_seq);
-                sink(std::mem::replace(&mut mem, Arc::new(MemTable::new(0))))?;
-            }
-        }
-        if let Some((offset, what)) = reader.tail().damage {
-            match on_defect(ctx, &wals, i, &path, offset, &Defect::Damaged(what))? {
-                Flow::Skip => {}
-                Flow::Stop => break,
-            }
-        }
-    }
-    // The parallel WAL's area: its live groups hold a contiguous history (checked by
-    // `parallel::recover`), replayed after any log files.
-    let area = ctx.tiers.get(0).dir.join(parallel::AREA_FILE);
-    let recovered = parallel::recover(
-        ctx.tiers.fs().as_ref(),
-        &area,
-        ctx.versions.log_number(),
-        ctx.opts.wal_recovery_mode,
-    )?;
-    // NB: colours are memtable numbers; a new memtable must never reuse one still on disk.
-    ctx.versions.mark_file_number_used(recovered.max_colour);
-    for b in &recovered.batches {
-        max_seq = max_seq.max(mem.insert_batch(b.seq, &b.batch).saturating_sub(1));
-        if mem.approximate_bytes() >= ctx.opts.write_buffer_size {
-            ctx.versions.set_last_sequence(max_seq);
-            sink(std::mem::replace(&mut mem, Arc::new(MemTable::new(0))))?;
-        }
-    }
+) -> Result<Replayed> {
+    let replay = ReplayCtx {
+        fs: ctx.tiers.fs().as_ref(),
+        dir: &ctx.tiers.get(0).dir,
+        log_number: ctx.versions.log_number(),
+        mode: ctx.opts.wal_recovery_mode,
+    };
+    let mut memtables = MemtableSink {
+        ctx,
+        mem: Arc::new(MemTable::new(0)),
+        max_seq: ctx.versions.last_sequence(),
+        sink,
+    };
+    let replayed = wal::replay(&replay, &mut memtables)?;
+    let MemtableSink {
+        mem, max_seq, sink, ..
+    } = memtables;
     ctx.versions.set_last_sequence(max_seq);
     if !mem.is_empty() {
         sink(mem)?;
     }
-    Ok(recovered.meta)
+    Ok(replayed)
 }
 
-/// Something wrong met while replaying a WAL.
-enum Defect {
-    /// The log reader found damage it did not already turn into an error.
-    Damaged(String),
-    /// A record with intact checksums whose payload is not a write batch.
-    Undecodable,
-    /// A record that does not continue the sequence numbers of the one before it.
-    Gap {
-        expected: u64,
-        found: u64,
-        at_file_start: bool,
-    },
+/// Recovery's memtables: replayed writes go into one until it is full, then to `sink`.
+struct MemtableSink<'a, 'c> {
+    ctx: &'a OutputCtx<'c>,
+    mem: Arc<MemTable>,
+    max_seq: u64,
+    sink: &'a mut dyn FnMut(Arc<MemTable>) -> Result<()>,
 }
 
-/// What replay does after a defect.
-enum Flow {
-    /// Leave the record out and go on (salvage mode).
-    Skip,
-    /// History ends here; later records and WALs are not replayed.
-    Stop,
-}
-
-/// Decides about a defect in WAL `wals[i]` at `offset`, by recovery mode and by whether a crash
-/// can explain it.
-fn on_defect(
-    ctx: &OutputCtx<'_>,
-    wals: &[u64],
-    i: usize,
-    path: &std::path::Path,
-    offset: u64,
-    defect: &Defect,
-) -> Result<Flow> {
-    let (what, crash_explains) = match defect {
-        // Bytes lost past this point, or an older WAL's unsynced tail lost: explainable unless
-        // a later record proves those bytes had been synced.
-        Defect::Damaged(what) => (what.clone(), !has_sync_evidence(ctx, &wals[i + 1..])?),
-        Defect::Gap {
-            expected,
-            found,
-            at_file_start: true,
-        } => (
-            format!("sequence gap: this WAL starts at {found}, the previous one ended before {expected}"),
-            !has_sync_evidence(ctx, &wals[i..])?,
-        ),
-        Defect::Gap { expected, found, .. } => {
-            (format!("sequence gap: expected {expected}, found {found}"), false)
-        }
-        Defect::Undecodable => ("WAL record is not a valid write batch".to_string(), false),
-    };
-    match ctx.opts.wal_recovery_mode {
-        RecoveryMode::SkipAnyCorruptedRecords => Ok(Flow::Skip),
-        RecoveryMode::PointInTime => Ok(Flow::Stop),
-        RecoveryMode::TolerateCorruptedTail if crash_explains => Ok(Flow::Stop),
-        _ => Err(Error::corruption(path, offset, what)),
+impl ReplaySink for MemtableSink<'_, '_> {
+    fn mark_number_used(&mut self, n: u64) {
+        self.ctx.versions.mark_file_number_used(n);
     }
-}
 
-/// True if any record of the WALs `numbers` was written after a sync of its file: then every
-/// older WAL was complete on stable storage (see `wal::set`).
-fn has_sync_evidence(ctx: &OutputCtx<'_>, numbers: &[u64]) -> Result<bool> {
-    for &number in numbers {
-        let path = ctx.tiers.path(0, FileKind::Wal, number);
-        let mut reader =
-            LogReader::open(ctx.tiers.fs().as_ref(), &path, RecoveryMode::PointInTime)?;
-        while reader.next_record()?.is_some() {}
-        if reader.max_synced_through() > 0 {
-            return Ok(true);
+    fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
+        let next = self.mem.insert_batch(seq, batch);
+        self.max_seq = self.max_seq.max(next.saturating_sub(1));
+        if self.mem.approximate_bytes() >= self.ctx.opts.write_buffer_size {
+            self.ctx.versions.set_last_sequence(self.max_seq);
+            (self.sink)(std::mem::replace(&mut self.mem, Arc::new(MemTable::new(0))))?;
         }
+        Ok(())
     }
-    Ok(false)
 }
 
 fn flush_recovered(

@@ -10,7 +10,7 @@
 use super::{Db, DbInner};
 use crate::batch::{check_key_value, WriteBatch};
 use crate::error::{Error, Result};
-use crate::handle::{self, Handle};
+use crate::handle::Handle;
 use crate::options::{Durability, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::Counters;
@@ -116,21 +116,15 @@ impl DbInner {
             snapshot,
         } = commit;
         let start = snapshot.sequence();
-        let check = move |db: &DbInner| -> Result<()> {
+        let check = || -> Result<()> {
             for key in &keys {
-                if db.latest_seq(key)?.is_some_and(|seq| seq > start) {
+                if self.latest_seq(key)?.is_some_and(|seq| seq > start) {
                     return Err(Error::Conflict { key: key.clone() });
                 }
             }
             Ok(())
         };
-        let result = if self.pipeline.pwal.is_some() {
-            let (handle, done) = handle::channel(None);
-            self.admit_checked(durability, Some(batch), false, done, true, Some(&check))
-                .and_then(|_| handle.wait())
-        } else {
-            self.write_checked(durability, batch, Box::new(check))
-        };
+        let result = self.write_checked(durability, batch, &check);
         drop(snapshot);
         let c = &self.counters;
         match &result {

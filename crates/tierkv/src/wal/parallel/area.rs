@@ -541,7 +541,7 @@ impl ActiveGroup {
 }
 
 /// The area of an open database: its file, layout and the metadata kept in memory.
-pub struct ParallelWal {
+pub struct Area {
     file: Arc<dyn PositionalFile>,
     layout: Layout,
     meta: Mutex<MetaState>,
@@ -555,7 +555,7 @@ struct MetaState {
     active: Option<Arc<ActiveGroup>>,
 }
 
-impl ParallelWal {
+impl Area {
     /// Opens the area at `path` (creating or growing it to `layout`), after recovery.
     /// Every group is free: recovery wrote what the old groups held to tables.
     pub fn open(fs: &dyn Fs, path: &Path, layout: Layout, prev: Option<&Meta>) -> Result<Self> {
@@ -577,7 +577,7 @@ impl ParallelWal {
                 }
             }
         }
-        Ok(ParallelWal {
+        Ok(Area {
             file,
             layout,
             meta: Mutex::new(MetaState {

@@ -16,10 +16,10 @@
 //!   directory (an fsync there would stall every writer queued behind the switch); until a
 //!   write asks for durability, losing the new file's entry loses only unsynced records.
 
-use super::log::LogWriter;
 use crate::env::Fs;
 use crate::error::Result;
 use crate::options::Durability;
+use crate::wal::log::LogWriter;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;

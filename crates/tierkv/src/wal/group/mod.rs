@@ -1,0 +1,342 @@
+//! `wal = "group"`: group commit over one log file per memtable.
+//!
+//! Writers queue in `writers`. The writer at the front is the leader: it makes room (through
+//! the host: switching the memtable, or waiting when flush or L0 compaction fall behind),
+//! takes every queued batch up to a size cap, assigns their sequence numbers, appends them to
+//! the active log file as one record each, syncs once if any of them asked for it, inserts
+//! them into the memtable, publishes the last sequence, and wakes the group. The next writer
+//! in the queue then leads. An asynchronous writer has no thread of its own: when it reaches
+//! the front, a worker leads for it.
+//!
+//! INVARIANT: sequence numbers are published only after every entry up to them is in the
+//! memtable, so a reader never sees write n+1 without write n.
+//! INVARIANT: each log file is an append stream synced as a prefix, and an older one is synced
+//! before a newer one is ([`set`]), so recovery can always rebuild a prefix of history.
+
+mod recover;
+pub mod set;
+
+pub(crate) use recover::replay;
+pub use set::WalSet;
+
+use super::log::LogWriter;
+use super::{Check, LogRoom, Wal, WalHost, WriteRequest};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::handle::Completer;
+use crate::memtable::MemTable;
+use crate::options::{Durability, Options};
+use crate::stats::Counters;
+use crate::tier::{FileKind, Tiers, WriteKind};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+/// User-space buffer of a log file's writer.
+pub const WAL_BUFFER: usize = 256 << 10;
+/// Largest total of batch bytes one leader commits as a group.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// A queued write.
+struct Writer {
+    batch: Mutex<Option<WriteBatch>>,
+    durability: Durability,
+    /// Switch the memtable even though it is not full (used by `flush`).
+    force_switch: bool,
+    /// Validated by a check: such a writer always leads its own group (see `take_group`).
+    checked: bool,
+    result: Mutex<Option<Result<()>>>,
+    /// The handle's completer of an asynchronous write (no thread waits for it).
+    completer: Mutex<Option<Completer<()>>>,
+}
+
+/// The group-commit WAL of an open database.
+pub(crate) struct GroupWal {
+    /// The log files; only the leader touches them, so the lock is uncontended and may be
+    /// held across I/O. `None` once closed.
+    files: Mutex<Option<WalSet>>,
+    writers: Mutex<VecDeque<Arc<Writer>>>,
+    writers_cv: Condvar,
+    tiers: Arc<Tiers>,
+    /// How far a log file is preallocated at a time.
+    preallocation: u64,
+    /// This WAL, for work deferred to a worker.
+    me: Weak<GroupWal>,
+}
+
+impl GroupWal {
+    /// Starts log file `number` (the first memtable's) on tier 0.
+    pub fn open(opts: &Options, tiers: &Arc<Tiers>, number: u64) -> Result<Arc<GroupWal>> {
+        let preallocation = opts.wal_preallocation_step();
+        let writer = create_log(tiers, number, preallocation)?;
+        tiers.fs().sync_dir(&tiers.get(0).dir)?;
+        let files = WalSet::new(
+            number,
+            writer,
+            Arc::clone(tiers.fs()),
+            tiers.get(0).dir.clone(),
+        );
+        Ok(Arc::new_cyclic(|me| GroupWal {
+            files: Mutex::new(Some(files)),
+            writers: Mutex::new(VecDeque::new()),
+            writers_cv: Condvar::new(),
+            tiers: Arc::clone(tiers),
+            preallocation,
+            me: me.clone(),
+        }))
+    }
+
+    /// Queues `me` and waits until it leads or a leader has committed it.
+    fn queue_and_wait(
+        &self,
+        host: &dyn WalHost,
+        me: Arc<Writer>,
+        check: Option<Check<'_>>,
+    ) -> Result<()> {
+        let mut queue = self.writers.lock();
+        queue.push_back(Arc::clone(&me));
+        loop {
+            if let Some(result) = me.result.lock().take() {
+                return result;
+            }
+            if queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
+                break;
+            }
+            self.writers_cv.wait(&mut queue);
+        }
+        drop(queue);
+        self.lead(host, &me, check)
+    }
+
+    /// Leads the group starting at `me` (the queue's front): makes room, commits the group,
+    /// hands every member its result and passes the lead on.
+    fn lead(&self, host: &dyn WalHost, me: &Arc<Writer>, check: Option<Check<'_>>) -> Result<()> {
+        // Followers may enqueue meanwhile; the group is taken under the lock.
+        let bytes = me.batch.lock().as_ref().map_or(0, WriteBatch::user_bytes);
+        let mut room = FileRoom { wal: self };
+        let room = host
+            .make_room(&mut room, me.force_switch, bytes, true)
+            .map(drop);
+        // NB: a checked writer always leads its group (see `take_group`), so it validates
+        // against every published write.
+        let room = room.and_then(|()| check.map_or(Ok(()), |check| check()));
+        let mut queue = self.writers.lock();
+        let group: Vec<Arc<Writer>> = match room {
+            Ok(()) => take_group(&queue),
+            Err(_) => vec![Arc::clone(me)],
+        };
+        drop(queue);
+        let result = room.and_then(|()| self.commit_group(host, &group));
+        let mut done = Vec::new();
+        queue = self.writers.lock();
+        for w in &group {
+            queue.pop_front();
+            let r = result.as_ref().map(|_| ()).map_err(Error::duplicate);
+            match w.completer.lock().take() {
+                Some(c) => done.push((c, r)),
+                None if !Arc::ptr_eq(w, me) => *w.result.lock() = Some(r),
+                None => {}
+            }
+        }
+        let next = queue
+            .front()
+            .filter(|w| w.completer.lock().is_some())
+            .cloned();
+        drop(queue);
+        self.writers_cv.notify_all();
+        if let Some(next) = next {
+            self.defer_lead(host, next);
+        }
+        for (c, r) in done {
+            c.complete(r);
+        }
+        result
+    }
+
+    /// Has a worker lead the group of `writer`, an asynchronous writer at the queue's front.
+    fn defer_lead(&self, host: &dyn WalHost, writer: Arc<Writer>) {
+        let wal = self.me.upgrade().expect("the WAL outlives its writers");
+        // NB: the group's leader completes every handle, this writer's included.
+        host.defer(Box::new(move |host| drop(wal.lead(host, &writer, None))));
+    }
+
+    /// Logs, applies and publishes the group's batches.
+    fn commit_group(&self, host: &dyn WalHost, group: &[Arc<Writer>]) -> Result<()> {
+        let mut batches: Vec<WriteBatch> =
+            group.iter().filter_map(|w| w.batch.lock().take()).collect();
+        if batches.is_empty() {
+            return Ok(());
+        }
+        let durability = group.iter().map(|w| w.durability).max().unwrap_or_default();
+        let first = host.last_sequence() + 1;
+        let mut seq = first;
+        let mut payloads: Vec<&[u8]> = Vec::with_capacity(batches.len());
+        let mut user_bytes = 0;
+        for b in &mut batches {
+            let n = b.len() as u64;
+            user_bytes += b.user_bytes();
+            payloads.push(b.encode_with_seq(seq));
+            seq += n;
+        }
+        self.append(host, &payloads, durability, first)?;
+        let mem = host.active_memtable();
+        let mut s = first;
+        for b in &batches {
+            s = mem.insert_batch(s, b);
+        }
+        host.publish(seq - 1);
+        let c = host.counters();
+        Counters::add(&c.writes, batches.len() as u64);
+        Counters::add(&c.write_groups, 1);
+        Counters::add(&c.user_bytes_written, user_bytes);
+        if durability == Durability::Sync {
+            Counters::add(&c.synced_groups, 1);
+        }
+        Ok(())
+    }
+
+    fn append(
+        &self,
+        host: &dyn WalHost,
+        payloads: &[&[u8]],
+        durability: Durability,
+        first: u64,
+    ) -> Result<()> {
+        let mut guard = self.files.lock();
+        let files = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
+        // An empty batch numbered like the group's first write: replay skips it.
+        let marker = || WriteBatch::new().encode_with_seq(first).to_vec();
+        let result = files.append(payloads, durability, marker);
+        if let Err(e) = &result {
+            // A failed write or sync leaves the log's durable state unknown: stop writing.
+            host.fail(e);
+        }
+        result
+    }
+
+    /// Starts log file `number`, sealing the active one.
+    fn rotate_file(&self, number: u64) -> Result<()> {
+        let mut guard = self.files.lock();
+        // NB: the old log is sealed unsynced, and the new one's directory entry is not synced
+        // either: `WalSet` syncs both before any newer log is synced.
+        let files = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed("the WAL is closed".into()))?;
+        files.rotate(number, create_log(&self.tiers, number, self.preallocation)?)
+    }
+}
+
+/// Creates log file `number` on tier 0.
+fn create_log(tiers: &Tiers, number: u64, preallocation: u64) -> Result<LogWriter> {
+    let path = tiers.path(0, FileKind::Wal, number);
+    let file = tiers
+        .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
+        .with_preallocation(preallocation);
+    Ok(LogWriter::new(file, path))
+}
+
+impl Wal for GroupWal {
+    fn write(&self, host: &dyn WalHost, req: WriteRequest<'_>) -> Result<()> {
+        let writer = Arc::new(Writer {
+            batch: Mutex::new(req.batch),
+            durability: req.durability,
+            force_switch: req.force_switch,
+            checked: req.check.is_some(),
+            result: Mutex::new(None),
+            completer: Mutex::new(None),
+        });
+        self.queue_and_wait(host, writer, req.check)
+    }
+
+    fn submit(
+        &self,
+        host: &dyn WalHost,
+        req: WriteRequest<'static>,
+        done: Completer<()>,
+    ) -> Result<()> {
+        debug_assert!(req.check.is_none(), "asynchronous writes carry no check");
+        let me = Arc::new(Writer {
+            batch: Mutex::new(req.batch),
+            durability: req.durability,
+            force_switch: req.force_switch,
+            checked: false,
+            result: Mutex::new(None),
+            completer: Mutex::new(Some(done)),
+        });
+        let mut queue = self.writers.lock();
+        queue.push_back(Arc::clone(&me));
+        let front = queue.len() == 1;
+        drop(queue);
+        if front {
+            self.defer_lead(host, me);
+        }
+        Ok(())
+    }
+
+    fn start(&self, _mem: &Arc<MemTable>) -> Result<()> {
+        Ok(())
+    }
+
+    fn release_below(&self, log_number: u64) {
+        if let Some(files) = self.files.lock().as_mut() {
+            // The flushed memtables' logs no longer need syncing before newer ones.
+            files.release_below(log_number);
+        }
+    }
+
+    fn spawn_threads(self: Arc<Self>, _host: Arc<dyn WalHost>) -> Vec<JoinHandle<()>> {
+        Vec::new()
+    }
+
+    fn idle(&self) -> bool {
+        self.writers.lock().is_empty()
+    }
+
+    fn close(&self) -> Result<()> {
+        match self.files.lock().take() {
+            Some(files) => files.close(),
+            None => Ok(()),
+        }
+    }
+
+    fn io_path(&self) -> &'static str {
+        "group"
+    }
+}
+
+/// The group WAL's side of a memtable switch: a new log file per memtable, never full.
+struct FileRoom<'a> {
+    wal: &'a GroupWal,
+}
+
+impl LogRoom for FileRoom<'_> {
+    fn is_full(&self) -> bool {
+        false
+    }
+
+    fn can_rotate(&self) -> bool {
+        true
+    }
+
+    fn rotate(&mut self, mem: &Arc<MemTable>) -> Result<()> {
+        self.wal.rotate_file(mem.wal_number())
+    }
+}
+
+/// The front writers whose batches fit in one group.
+fn take_group(queue: &VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
+    let mut bytes = 0;
+    let mut group = Vec::new();
+    for w in queue {
+        let size = w.batch.lock().as_ref().map_or(0, WriteBatch::encoded_len);
+        if !group.is_empty() && (bytes + size > MAX_GROUP_BYTES || w.force_switch || w.checked) {
+            break;
+        }
+        bytes += size;
+        group.push(Arc::clone(w));
+    }
+    group
+}
