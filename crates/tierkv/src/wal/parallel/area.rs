@@ -38,7 +38,11 @@ pub const ENTRY_HEADER: usize = 8;
 pub const AREA_FILE: &str = "WAL-AREA";
 /// Metadata pages before the first group.
 const META_PAGES: u64 = 2;
-const META_MAGIC: u64 = 0x7469_6572_6b76_5741; // "tierkvWA"
+/// The metadata page's magic: the ASCII bytes `tierkvWA` on disk.
+const META_MAGIC: u64 = u64::from_le_bytes(*b"tierkvWA");
+/// The magic of areas written before the magic's bytes were made to spell `tierkvWA` (the
+/// same letters in reverse on disk). Read, never written. Do not change.
+const LEGACY_META_MAGIC: u64 = 0x7469_6572_6b76_5741;
 const META_VERSION: u32 = 1;
 /// Page flag: this page starts a run.
 const FLAG_RUN_START: u16 = 1;
@@ -124,7 +128,10 @@ impl Meta {
 
     /// Decodes a metadata page; `None` if it is not a valid one (never written, torn).
     pub fn decode(b: &[u8]) -> Option<Meta> {
-        if b.len() < PAGE || get_u64(&b[0..8])? != META_MAGIC || get_u32(&b[8..12])? != META_VERSION
+        let magic = get_u64(b.get(0..8)?)?;
+        if b.len() < PAGE
+            || (magic != META_MAGIC && magic != LEGACY_META_MAGIC)
+            || get_u32(&b[8..12])? != META_VERSION
         {
             return None;
         }
@@ -668,6 +675,85 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(key, vec![b'v'; value_len]);
         b.encode_with_seq(seq).to_vec()
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn golden_meta() -> Meta {
+        Meta {
+            generation: 7,
+            layout: Layout {
+                groups: 2,
+                group_pages: 16,
+            },
+            slots: vec![
+                Slot {
+                    colour: 5,
+                    first_seq: 100,
+                    end_page: OPEN_GROUP,
+                },
+                Slot::default(),
+            ],
+        }
+    }
+
+    #[test]
+    fn meta_page_golden_bytes() {
+        let page = golden_meta().encode();
+        let b = page.as_slice();
+        assert_eq!(&b[0..8], b"tierkvWA", "the magic spells its name on disk");
+        assert_eq!(
+            hex(&b[8..88]),
+            concat!(
+                "01000000",         // format version
+                "19502058",         // CRC32C of bytes 16..4096
+                "0700000000000000", // generation
+                "00100000",         // page size
+                "02000000",         // groups
+                "1000000000000000", // pages per group
+                "0500000000000000", // group 0: colour
+                "6400000000000000", // group 0: first sequence
+                "ffffffff",         // group 0: end page (open)
+                "00000000",         // reserved
+                "0000000000000000", // group 1: colour (never used)
+                "0000000000000000", // group 1: first sequence
+                "00000000",         // group 1: end page
+                "00000000",         // reserved
+            )
+        );
+        assert!(b[88..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn meta_pages_with_the_legacy_magic_still_decode() {
+        let mut page = golden_meta().encode();
+        page.as_mut_slice()[0..8].copy_from_slice(&LEGACY_META_MAGIC.to_le_bytes());
+        assert_eq!(Meta::decode(page.as_slice()), Some(golden_meta()));
+        page.as_mut_slice()[0] ^= 1;
+        assert_eq!(Meta::decode(page.as_slice()), None);
+    }
+
+    #[test]
+    fn run_page_golden_bytes() {
+        let run = pack_run(&[b"abc"], 9, 41);
+        let b = run.as_slice();
+        assert_eq!(b.len(), PAGE);
+        assert_eq!(
+            hex(&b[0..35]),
+            concat!(
+                "0900000000000000", // colour
+                "cba11063",         // CRC32C of the colour and bytes 12..4096
+                "0b00",             // payload bytes used: one 8-byte entry header + 3
+                "0100",             // flags: run start
+                "2900000000000000", // durable_seq
+                "03000000",         // entry length
+                "b73f4b36",         // CRC32C of the entry
+                "616263",           // the entry
+            )
+        );
+        assert!(b[35..].iter().all(|&x| x == 0));
     }
 
     #[test]
