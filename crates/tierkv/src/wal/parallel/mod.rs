@@ -28,6 +28,7 @@ pub use area::*;
 use super::uring::{IoPath, LogIo};
 use super::{LogRoom, ReplayCtx, ReplaySink, Wal, WalHost, WriteRequest};
 use crate::batch::WriteBatch;
+use crate::env::PositionalFile;
 use crate::error::{Error, Result};
 use crate::handle::{self, Completer};
 use crate::memtable::MemTable;
@@ -103,9 +104,39 @@ struct Run {
     durable: bool,
 }
 
+/// The area's covering `fdatasync`, run by one logger at a time with a sticky outcome.
+///
+/// Since Linux 4.13 a write-back error on a file is reported to only one of the syncs that run
+/// on it. Two loggers syncing the shared descriptor at once could thus see one failure and one
+/// success, and the one that saw success could publish synced writes before the other poisons
+/// the log. Serialised, a sync that starts after a failure sees it: the first failure fails
+/// every later sync.
+struct CoverSync {
+    failed: Mutex<Option<Error>>,
+}
+
+impl CoverSync {
+    fn new() -> Self {
+        CoverSync {
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// Syncs `file`, or fails with the first failure any earlier sync met.
+    fn sync(&self, file: &dyn PositionalFile) -> Result<()> {
+        let mut failed = self.failed.lock();
+        if let Some(e) = failed.as_ref() {
+            return Err(e.duplicate());
+        }
+        file.sync().inspect_err(|e| *failed = Some(e.duplicate()))
+    }
+}
+
 /// The parallel WAL of an open database.
 pub(crate) struct ParallelWal {
     area: Area,
+    /// Covering syncs of the area (see [`CoverSync`]).
+    cover: CoverSync,
     tiers: Arc<Tiers>,
     /// Loggers started (`wal_loggers`); the head thread keeps 1..=this active.
     loggers: usize,
@@ -177,6 +208,7 @@ impl ParallelWal {
         tiers.fs().sync_dir(&tiers.get(0).dir)?;
         Ok(Arc::new_cyclic(|me| ParallelWal {
             area,
+            cover: CoverSync::new(),
             tiers: Arc::clone(tiers),
             loggers: opts.wal_loggers,
             inflight: opts.wal_inflight,
@@ -384,21 +416,34 @@ impl ParallelWal {
         ))
     }
 
-    /// Publishes a completed run (or fails everything after a failed one).
-    fn finish_run(&self, host: &dyn WalHost, run: Run, result: Result<usize>) {
+    /// Publishes a completed run (or fails everything after a failed one). With
+    /// `abandon_buffer` (the ring broke) the run's buffer is leaked: the kernel may still
+    /// read it.
+    fn finish_run(
+        &self,
+        host: &dyn WalHost,
+        run: Run,
+        result: Result<usize>,
+        abandon_buffer: bool,
+    ) {
+        let Run {
+            entries,
+            buf,
+            durable,
+        } = run;
         let result = result.and_then(|n| {
-            if n == run.buf.len() {
+            if n == buf.len() {
                 return Ok(());
             }
             let err = std::io::Error::new(std::io::ErrorKind::WriteZero, "short write");
             Err(Error::io("write", self.area.file().path(), err))
         });
+        if abandon_buffer {
+            std::mem::forget(buf);
+        }
         if let Err(e) = result {
             return self.fail_log(host, &e);
         }
-        let Run {
-            entries, durable, ..
-        } = run;
         let mut advance = self.publish(host, |t| {
             for e in &entries {
                 if let Ok(i) = t.units.binary_search_by_key(&e.seq, |u| u.first) {
@@ -409,7 +454,7 @@ impl ParallelWal {
         });
         while let Advance::Cover(through) = advance {
             Counters::add(&host.counters().wal_cover_syncs, 1);
-            if let Err(e) = self.area.file().sync() {
+            if let Err(e) = self.cover.sync(self.area.file().as_ref()) {
                 return self.fail_log(host, &e);
             }
             advance = self.publish(host, |t| t.durable = t.durable.max(through));
@@ -521,7 +566,7 @@ impl ParallelWal {
             if io.in_flight() > 0 {
                 for (token, result) in io.complete(true) {
                     if let Some(run) = runs[token as usize].take() {
-                        self.finish_run(host, run, result);
+                        self.finish_run(host, run, result, io.buffers_abandoned());
                     }
                 }
                 continue;
@@ -688,7 +733,29 @@ fn loggers_for(rate: f64, active: usize, saturated: bool, max: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::loggers_for;
+    use super::{loggers_for, CoverSync};
+    use crate::env::{FaultFs, FaultKind, Fs};
+    use std::path::Path;
+
+    #[test]
+    fn a_failed_covering_sync_fails_every_later_one() {
+        let fs = FaultFs::new(3);
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let area = fs
+            .open_positional(Path::new("/db/WAL-AREA"), 1 << 16)
+            .unwrap();
+        let cover = CoverSync::new();
+        cover.sync(area.as_ref()).unwrap();
+        // Like Linux, the fault layer reports a write-back error to one sync only.
+        fs.fail_after(0, FaultKind::Io, true);
+        assert!(cover.sync(area.as_ref()).is_err());
+        assert!(area.sync().is_ok(), "the device reports the error once");
+        let again = cover.sync(area.as_ref());
+        assert!(
+            again.is_err(),
+            "a later covering sync must not report success"
+        );
+    }
 
     #[test]
     fn logger_count_follows_intensity() {
