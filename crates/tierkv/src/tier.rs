@@ -12,7 +12,7 @@
 use crate::env::{BufferedFile, Fs, IoTarget, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::ratelimit::{RateLimiter, REQUEST_BYTES};
+use crate::placement::ratelimit::{RateLimiter, REQUEST_BYTES};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -89,7 +89,7 @@ pub struct Tiers {
     /// Bytes of tier 0 only flushes may take (`Options::flush_reserve`; 0 with one tier).
     flush_reserve: u64,
     /// The part of `flush_reserve` held now; replicas may use the rest while writes are
-    /// quiet (`reserve::ReserveLender`).
+    /// quiet (`placement::reserve::ReserveLender`).
     flush_reserve_held: AtomicU64,
     /// Bytes of tier 0 taken by replicas (`db::replica`): copies of slower tiers' tables that
     /// tier 0 keeps in room no table needs, given back at once when a table does.
@@ -97,7 +97,7 @@ pub struct Tiers {
     /// Room replicas leave free beside tables (`Options::target_file_size`), so a compaction
     /// output rarely has to drop one: dropped replicas are copied again.
     replica_slack: u64,
-    /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
+    /// Paces flush, compaction and migration writes to tier 0 (see `placement::ratelimit`).
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
     read_io_uring: bool,

@@ -14,7 +14,7 @@ use crate::iter::{InternalIterator, MergingIter};
 use crate::key;
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::placement;
+use crate::placement::{self, policy};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::stats::Counters;
 use crate::tier::{self, FileKind, Reservation, Tiers, WriteKind};
@@ -38,21 +38,21 @@ impl OutputCtx<'_> {
     }
 
     /// Bytes tables of `level` may still add to tier 0 in `version` while leaving the levels
-    /// above theirs ([`placement::deep_allowance`]); unbounded for L0, L1 and a single tier.
+    /// above theirs ([`policy::deep_allowance`]); unbounded for L0, L1 and a single tier.
     pub fn deep_room(&self, version: &Version, level: usize) -> u64 {
         match self.deep_budget() {
             Some(budget) if level >= 2 => {
-                placement::deep_allowance(version, level, self.opts.target_file_size, budget)
+                policy::deep_allowance(version, level, self.opts.target_file_size, budget)
             }
             _ => u64::MAX,
         }
     }
 
     /// Whether deep levels of `version` hold room on tier 0 that the levels above should have
-    /// ([`placement::deep_levels_over_allowance`]); never with a single tier.
+    /// ([`policy::deep_levels_over_allowance`]); never with a single tier.
     pub fn deep_levels_over_allowance(&self, version: &Version) -> bool {
         self.deep_budget().is_some_and(|budget| {
-            placement::deep_levels_over_allowance(version, self.opts.target_file_size, budget)
+            policy::deep_levels_over_allowance(version, self.opts.target_file_size, budget)
         })
     }
 
@@ -604,7 +604,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
     }
 
     /// Whether a table of `size` bytes for this sink's level may go on tier 0 and still leave
-    /// the levels above theirs (see [`placement::deep_allowance`]); this job's tables not yet
+    /// the levels above theirs (see [`policy::deep_allowance`]); this job's tables not yet
     /// installed count too.
     fn leaves_upper_room(&self, size: u64) -> bool {
         let waiting: u64 = self

@@ -8,7 +8,7 @@
 //! - `MoveUp { level, room }`: the fast tier is idle. A table of a level the pointer covers
 //!   that still sits on the capacity tier goes up, shallowest level first, if it fits in
 //!   `room` (what is left below the space target), in the fast tier's budget and in its
-//!   level's allowance (`placement::deep_allowance`: deep levels leave upper ones room). If
+//!   level's allowance (`placement::policy::deep_allowance`: deep levels leave upper ones room). If
 //!   none does and deep levels hold more than their allowance, the coldest table goes down
 //!   instead, making room for the upper levels (after a load, L1 waited on the capacity tier
 //!   while L2 filled the fast one).
@@ -19,8 +19,8 @@
 //! old table listed (the copy is an unlisted file, removed at the next open) or the new one.
 
 use super::{DbInner, State};
-use crate::autoplace::MigrationHint;
 use crate::error::Result;
+use crate::placement::auto::MigrationHint;
 use crate::placement::Placer;
 use crate::stats::Counters;
 use crate::tier::{FileKind, WriteKind};
@@ -116,7 +116,7 @@ fn promotable(
 }
 
 /// The coldest table on the fast tier, if deep levels hold room there that the levels above
-/// should have ([`crate::placement::deep_levels_over_allowance`]).
+/// should have ([`crate::placement::policy::deep_levels_over_allowance`]).
 fn make_room_for_upper_levels(db: &DbInner, version: &Version, state: &State) -> Option<Migration> {
     if !db.output_ctx().deep_levels_over_allowance(version) {
         return None;

@@ -63,7 +63,7 @@ pub(crate) struct State {
     /// Numbers of table files being written and not yet in a version.
     pending_outputs: HashSet<u64>,
     /// What automatic placement wants migrated (set by the head thread, taken by a worker).
-    migration: crate::autoplace::MigrationHint,
+    migration: crate::placement::auto::MigrationHint,
     /// A replica is being copied (`replica`: one at a time).
     replica_running: bool,
 }
@@ -86,14 +86,14 @@ pub(crate) struct DbInner {
     /// The request pipeline: parallel WAL, asynchronous requests, loggers and workers.
     pipeline: pipeline::Pipeline,
     /// Per-tier I/O rates over a sliding window; sampled by the head thread.
-    iomon: crate::iomon::IoMonitor,
+    iomon: crate::placement::iomon::IoMonitor,
     /// The monitor's sampling state (owned by the head thread).
     io_sampler: Mutex<monitor::IoSampler>,
     /// Where new tables go (fixed split or the automatic controller).
     placer: crate::placement::Placer,
     /// Paces migration copies: `Options::auto_migration_busy_rate` while foreground requests
     /// flow, unpaced otherwise.
-    migration_limiter: crate::ratelimit::RateLimiter,
+    migration_limiter: crate::placement::ratelimit::RateLimiter,
     /// While L0 slows writes: when the next write may start, and how fast writes go.
     pacer: pacer::WritePacer,
     counters: Counters,

@@ -9,11 +9,11 @@
 //! whether writes stalled, and keeps replicas (`replica`) within their room.
 
 use super::DbInner;
-use crate::autoplace::{MigrationHint, Reading};
-use crate::iomon::{IoKind, TierWindow};
 use crate::options::Options;
+use crate::placement::auto::{MigrationHint, Reading};
+use crate::placement::iomon::{IoKind, TierWindow};
+use crate::placement::reserve::{Activity, ReserveLender};
 use crate::placement::Placer;
-use crate::reserve::{Activity, ReserveLender};
 use crate::stats;
 use crate::tier::{Tiers, WriteKind};
 use std::sync::atomic::Ordering;

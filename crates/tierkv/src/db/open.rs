@@ -12,9 +12,9 @@ use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
-use crate::iomon::{IoMonitor, WindowConfig};
 use crate::memtable::MemTable;
 use crate::options::{Options, Placement, WalMode};
+use crate::placement::iomon::{IoMonitor, WindowConfig};
 use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
 use crate::sst::BlockCache;
@@ -153,7 +153,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
             compactions_running: 0,
             busy_files: HashSet::new(),
             pending_outputs: HashSet::new(),
-            migration: crate::autoplace::MigrationHint::None,
+            migration: crate::placement::auto::MigrationHint::None,
             replica_running: false,
         }),
         bg_cv: Condvar::new(),

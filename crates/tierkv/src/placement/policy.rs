@@ -13,9 +13,9 @@
 //! inputs (see `db::background::Chunks`).
 //!
 //! [`Placer`] is the database's placement state: a fixed split, or the `placement = auto`
-//! controller ([`crate::autoplace`]) whose pointer the monitor moves.
+//! controller ([`crate::placement::auto`]) whose pointer the monitor moves.
 
-use crate::autoplace::{AutoPlace, AutoPlaceConfig, Pointer};
+use crate::placement::auto::{AutoPlace, AutoPlaceConfig, Pointer};
 use crate::version::Version;
 use parking_lot::Mutex;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! I/O monitor: per-tier bytes/s and IOPS over a sliding window, split by kind of I/O.
 //!
-//! The `placement = auto` controller (`autoplace`) needs to know how busy the fast tier is; this
+//! The `placement = auto` controller (`auto`) needs to know how busy the fast tier is; this
 //! module turns byte and operation counts into rates. It is pure bookkeeping: no I/O, no threads,
 //! no clock. Every time-dependent call takes an `Instant`, so tests drive time by hand.
 //!

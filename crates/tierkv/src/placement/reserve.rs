@@ -20,7 +20,7 @@
 //! during the pause after a load in the lab, the room filled with deep tables, and the next
 //! write burst found L1's room taken and a write waited 183 ms.)
 //!
-//! Pure policy, like `autoplace`: readings in, a reserve out; time comes in as `Instant`s.
+//! Pure policy, like `auto`: readings in, a reserve out; time comes in as `Instant`s.
 
 use std::time::{Duration, Instant};
 
