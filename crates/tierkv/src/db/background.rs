@@ -17,7 +17,7 @@ use crate::options::Options;
 use crate::placement::{self, policy};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::stats::Counters;
-use crate::tier::{self, FileKind, Reservation, Tiers, WriteKind};
+use crate::tier::{self, FileKind, Reservation, TierId, Tiers, WriteKind};
 use crate::version::{FileMeta, Version, VersionEdit, VersionSet};
 use std::sync::Arc;
 
@@ -59,8 +59,8 @@ impl OutputCtx<'_> {
     /// Reserves room for a new table of `size` bytes written by `kind` on the first tier at or
     /// after `preferred` with room for it ([`Tiers::place`]). A table that fits tier 0's
     /// budget but for replicas takes their room first: they give it back at once.
-    pub fn place(&self, preferred: usize, size: u64, kind: WriteKind) -> Result<Reservation> {
-        if let (0, Some(cache)) = (preferred, self.replicas) {
+    pub fn place(&self, preferred: TierId, size: u64, kind: WriteKind) -> Result<Reservation> {
+        if let (true, Some(cache)) = (preferred.is_fast(), self.replicas) {
             let shortfall = self.tiers.replica_shortfall(size, kind);
             if shortfall > 0 {
                 super::replica::drop_coldest(cache, shortfall);
@@ -72,7 +72,8 @@ impl OutputCtx<'_> {
     /// Tier 0's budget for tables other than flushes', if there is a slower tier for deep
     /// tables to go to.
     fn deep_budget(&self) -> Option<u64> {
-        (self.tiers.all().len() > 1).then(|| self.tiers.table_budget(0, WriteKind::Compaction))
+        (self.tiers.count() > 1)
+            .then(|| self.tiers.table_budget(TierId::FAST, WriteKind::Compaction))
     }
 }
 
@@ -286,7 +287,7 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
 /// A trivial move when possible, otherwise a merge into new tables.
 fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()> {
     let out_level = task.output_level();
-    let preferred = db.placer.tier_of_level(out_level, db.tiers.all().len());
+    let preferred = db.placer.tier_of_level(out_level, db.tiers.count());
     let mut edit = VersionEdit::default();
     let deleted = |level: usize, files: &[Arc<FileMeta>]| {
         files
@@ -298,8 +299,9 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     if let [only] = task.inputs.as_slice() {
         // NB: a table that moves deeper on tier 0 must fit its new level's allowance; trivial
         // moves of L1 tables had filled the fast tier with L2 and L3 while L1 grew elsewhere.
-        let fits =
-            || only.tier != 0 || only.size <= ctx.deep_room(&db.versions.current(), out_level);
+        let fits = || {
+            !only.tier.is_fast() || only.size <= ctx.deep_room(&db.versions.current(), out_level)
+        };
         if task.next_inputs.is_empty() && only.tier == preferred && fits() {
             edit.deleted_files = deleted(task.level, &task.inputs);
             edit.new_files.push(ctx.record(out_level, only));
@@ -567,9 +569,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
 
     fn start_table(&mut self) -> Result<OpenTable> {
         let ctx = self.ctx;
-        let preferred = ctx
-            .placer
-            .tier_for_new_table(self.level, ctx.tiers.all().len());
+        let preferred = ctx.placer.tier_for_new_table(self.level, ctx.tiers.count());
         // Tables end a little past the target (the entry that crosses it, index and filter),
         // and are no larger than the input (a flush's table is about its memtable's size: with
         // the 2-memtable estimate, the flush reserve held half as many flushes as it could).
@@ -579,8 +579,8 @@ impl<'a, 'b> TableSink<'a, 'b> {
             .min(ctx.opts.write_buffer_size as u64 * 2)
             .min(self.input_bytes.max(1));
         let estimate = base + base / 8;
-        let preferred = if preferred == 0 && !self.leaves_upper_room(estimate) {
-            1
+        let preferred = if preferred.is_fast() && !self.leaves_upper_room(estimate) {
+            TierId::CAPACITY
         } else {
             preferred
         };
@@ -610,7 +610,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
         let waiting: u64 = self
             .done
             .iter()
-            .filter(|o| o.meta.tier == 0)
+            .filter(|o| o.meta.tier.is_fast())
             .map(|o| o.meta.size)
             .sum();
         let version = self.ctx.versions.current();
@@ -783,7 +783,7 @@ impl DbInner {
         let live_tables = self.versions.live_tables();
         let log_number = self.versions.log_number();
         let manifest = self.versions.manifest_number();
-        for (t, tier) in self.tiers.all().iter().enumerate() {
+        for (t, tier) in self.tiers.iter() {
             let Ok(names) = self.tiers.fs().list_dir(&tier.dir) else {
                 continue;
             };
@@ -793,8 +793,10 @@ impl DbInner {
                     Some((FileKind::Table, n)) => {
                         n < next_number && !live_tables.contains(&(t, n)) && !pending.contains(&n)
                     }
-                    Some((FileKind::Wal, n)) => t == 0 && n < log_number && !live_wals.contains(&n),
-                    Some((FileKind::Manifest, n)) => t == 0 && manifest.is_some_and(|m| n < m),
+                    Some((FileKind::Wal, n)) => {
+                        t.is_fast() && n < log_number && !live_wals.contains(&n)
+                    }
+                    Some((FileKind::Manifest, n)) => t.is_fast() && manifest.is_some_and(|m| n < m),
                     // NB: a registered replica is being copied or read; no other is wanted.
                     Some((FileKind::Replica, n)) => !self.table_cache.has_replica(n),
                     None => false,

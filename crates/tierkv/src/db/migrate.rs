@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::placement::auto::MigrationHint;
 use crate::placement::Placer;
 use crate::stats::Counters;
-use crate::tier::{FileKind, WriteKind};
+use crate::tier::{FileKind, TierId, WriteKind};
 use crate::version::{FileMeta, Version, VersionEdit};
 use std::path::Path;
 use std::sync::Arc;
@@ -40,12 +40,12 @@ const COPY_CHUNK: usize = 64 << 10;
 pub(super) struct Migration {
     pub level: usize,
     pub file: Arc<FileMeta>,
-    pub to_tier: usize,
+    pub to_tier: TierId,
 }
 
 /// Picks (and claims as busy) the next table to move, or clears a hint with nothing to do.
 pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option<Migration> {
-    if !matches!(db.placer, Placer::Auto(_)) || db.tiers.all().len() < 2 {
+    if !matches!(db.placer, Placer::Auto(_)) || db.tiers.count() < 2 {
         return None;
     }
     let candidate = match state.migration {
@@ -71,12 +71,12 @@ fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
     let levels = version.levels.iter().enumerate().skip(1).rev();
     levels
         .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
-        .filter(|(_, f)| f.tier == 0 && !state.busy_files.contains(&f.number))
+        .filter(|(_, f)| f.tier.is_fast() && !state.busy_files.contains(&f.number))
         .min_by_key(|(level, f)| (std::cmp::Reverse(*level), f.number))
         .map(|(level, f)| Migration {
             level,
             file: Arc::clone(f),
-            to_tier: 1,
+            to_tier: TierId::CAPACITY,
         })
 }
 
@@ -93,8 +93,8 @@ fn promotable(
     let ctx = db.output_ctx();
     let room = db
         .tiers
-        .table_budget(0, WriteKind::Migration)
-        .saturating_sub(db.tiers.get(0).used())
+        .table_budget(TierId::FAST, WriteKind::Migration)
+        .saturating_sub(db.tiers.fast().used())
         .min(room);
     version
         .levels
@@ -103,7 +103,7 @@ fn promotable(
         .take(level + 1)
         .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
         .find(|(l, f)| {
-            f.tier != 0
+            !f.tier.is_fast()
                 && f.size < room
                 && !state.busy_files.contains(&f.number)
                 && f.size <= ctx.deep_room(version, *l)
@@ -111,7 +111,7 @@ fn promotable(
         .map(|(level, f)| Migration {
             level,
             file: Arc::clone(f),
-            to_tier: 0,
+            to_tier: TierId::FAST,
         })
 }
 
@@ -162,7 +162,7 @@ fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
 }
 
 /// Copies table `from` to a new file `to`, synced with its directory (each with its tier).
-fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<()> {
+fn copy_table(db: &DbInner, from: (TierId, &Path), to: (TierId, &Path)) -> Result<()> {
     copy_file(db, from, to, &|| true)?;
     db.tiers.fs().sync_dir(&db.tiers.get(to.0).dir)
 }
@@ -172,8 +172,8 @@ fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<
 /// says so (it is asked before each piece).
 pub(super) fn copy_file(
     db: &DbInner,
-    from: (usize, &Path),
-    to: (usize, &Path),
+    from: (TierId, &Path),
+    to: (TierId, &Path),
     keep_going: &dyn Fn() -> bool,
 ) -> Result<bool> {
     let ((from_tier, from), (tier, to)) = (from, to);

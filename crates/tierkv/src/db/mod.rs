@@ -37,7 +37,7 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sst::BlockCache;
 use crate::stats::{self, Counters, LevelStats, Stats, TierStats};
-use crate::tier::{Tiers, WriteKind};
+use crate::tier::{TierId, Tiers, WriteKind};
 use crate::version::VersionSet;
 use crate::wal::WalSet;
 use parking_lot::{Condvar, Mutex};
@@ -348,7 +348,7 @@ impl Db {
                 replica: self.inner.table_cache.has_ready_replica(f.number).then(|| {
                     self.inner
                         .tiers
-                        .path(0, crate::tier::FileKind::Replica, f.number)
+                        .path(TierId::FAST, crate::tier::FileKind::Replica, f.number)
                 }),
             })
             .collect()
@@ -479,9 +479,7 @@ impl DbInner {
             .map(|(level, files)| {
                 let by_tier = self
                     .tiers
-                    .all()
                     .iter()
-                    .enumerate()
                     .filter_map(|(t, tier)| {
                         let on: Vec<_> = files.iter().filter(|f| f.tier == t).collect();
                         (!on.is_empty()).then(|| {

@@ -19,7 +19,7 @@ use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
 use crate::sst::BlockCache;
 use crate::stats::Counters;
-use crate::tier::{self, FileKind, Tiers, WriteKind};
+use crate::tier::{self, FileKind, TierId, Tiers, WriteKind};
 use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
 use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
 use crate::wal::parallel::{self, Layout, ParallelWal};
@@ -100,7 +100,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         (Arc::new(MemTable::new(0)), mems.into(), None, None)
     } else {
         let (number, wal, area_meta) = recover_to_tables(&ctx)?;
-        let area = tiers.get(0).dir.join(parallel::AREA_FILE);
+        let area = tiers.fast().dir.join(parallel::AREA_FILE);
         match opts.wal {
             WalMode::Group => {
                 if fs.exists(&area) {
@@ -111,7 +111,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
                     number,
                     wal.expect("group mode creates a WAL file"),
                     Arc::clone(&fs),
-                    tiers.get(0).dir.clone(),
+                    tiers.fast().dir.clone(),
                 );
                 (
                     Arc::new(MemTable::new(number)),
@@ -126,7 +126,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
                     group_pages: opts.wal_group_bytes() / parallel::PAGE as u64,
                 };
                 let pwal = ParallelWal::open(fs.as_ref(), &area, layout, area_meta.as_ref())?;
-                fs.sync_dir(&tiers.get(0).dir)?;
+                fs.sync_dir(&tiers.fast().dir)?;
                 (
                     Arc::new(MemTable::new(number)),
                     VecDeque::new(),
@@ -206,12 +206,12 @@ fn recover_to_tables(
     if ctx.opts.wal == WalMode::Parallel {
         return Ok((wal_number, None, meta));
     }
-    let wal_path = ctx.tiers.path(0, FileKind::Wal, wal_number);
+    let wal_path = ctx.tiers.path(TierId::FAST, FileKind::Wal, wal_number);
     let file = ctx
         .tiers
-        .create(0, &wal_path, WriteKind::Wal, WAL_BUFFER)?
+        .create(TierId::FAST, &wal_path, WriteKind::Wal, WAL_BUFFER)?
         .with_preallocation(ctx.opts.wal_preallocation_step());
-    ctx.tiers.fs().sync_dir(&ctx.tiers.get(0).dir)?;
+    ctx.tiers.fs().sync_dir(&ctx.tiers.fast().dir)?;
     Ok((wal_number, Some(LogWriter::new(file, wal_path)), meta))
 }
 
@@ -316,7 +316,7 @@ fn check_tables_present(tiers: &Tiers, versions: &VersionSet) -> Result<()> {
     }
     for (level, f) in versions.current().all_files() {
         let name = tier::file_name(FileKind::Table, f.number);
-        if !present[f.tier].contains(&name) {
+        if !present[f.tier.index()].contains(&name) {
             let tier = tiers.get(f.tier);
             return Err(Error::corruption(
                 tier.dir.join(&name),
@@ -335,7 +335,7 @@ fn check_tables_present(tiers: &Tiers, versions: &VersionSet) -> Result<()> {
 fn live_wals(tiers: &Tiers, log_number: u64) -> Result<Vec<u64>> {
     let mut wals: Vec<u64> = tiers
         .fs()
-        .list_dir(&tiers.get(0).dir)?
+        .list_dir(&tiers.fast().dir)?
         .iter()
         .filter_map(|n| match tier::parse_file_name(n) {
             Some((FileKind::Wal, num)) if num >= log_number => Some(num),
@@ -369,7 +369,7 @@ fn replay_wals(
     // Salvage keeps every intact batch, so it does not check for gaps.
     let check_gaps = ctx.opts.wal_recovery_mode != RecoveryMode::SkipAnyCorruptedRecords;
     'wals: for i in 0..wals.len() {
-        let path = ctx.tiers.path(0, FileKind::Wal, wals[i]);
+        let path = ctx.tiers.path(TierId::FAST, FileKind::Wal, wals[i]);
         let mut reader =
             LogReader::open(ctx.tiers.fs().as_ref(), &path, ctx.opts.wal_recovery_mode)?;
         let mut first_in_file = true;
@@ -410,7 +410,7 @@ fn replay_wals(
     }
     // The parallel WAL's area: its live groups hold a contiguous history (checked by
     // `parallel::recover`), replayed after any log files.
-    let area = ctx.tiers.get(0).dir.join(parallel::AREA_FILE);
+    let area = ctx.tiers.fast().dir.join(parallel::AREA_FILE);
     let recovered = parallel::recover(
         ctx.tiers.fs().as_ref(),
         &area,
@@ -494,7 +494,7 @@ fn on_defect(
 /// older WAL was complete on stable storage (see `wal::set`).
 fn has_sync_evidence(ctx: &OutputCtx<'_>, numbers: &[u64]) -> Result<bool> {
     for &number in numbers {
-        let path = ctx.tiers.path(0, FileKind::Wal, number);
+        let path = ctx.tiers.path(TierId::FAST, FileKind::Wal, number);
         let mut reader =
             LogReader::open(ctx.tiers.fs().as_ref(), &path, RecoveryMode::PointInTime)?;
         while reader.next_record()?.is_some() {}
@@ -544,7 +544,7 @@ fn monitor(opts: &Options, tiers: &Tiers) -> Result<IoMonitor> {
         (None, Placement::Auto) if !opts.read_only => Some(probe_write_bandwidth(tiers)?),
         (None, _) => None,
     };
-    mon.set_ceiling(0, ceiling);
+    mon.set_ceiling(TierId::FAST, ceiling);
     Ok(mon)
 }
 
@@ -557,7 +557,7 @@ const PROBE_BYTES: usize = 32 << 20;
 /// the end let the first tens of MiB land in memory and overstated the bandwidth severalfold.
 fn probe_write_bandwidth(tiers: &Tiers) -> Result<u64> {
     let fs = tiers.fs();
-    let path = tiers.get(0).dir.join("BANDWIDTH-PROBE.tmp");
+    let path = tiers.fast().dir.join("BANDWIDTH-PROBE.tmp");
     let chunk = vec![0x5au8; 1 << 20];
     let start = std::time::Instant::now();
     let mut file = fs.create(&path)?;

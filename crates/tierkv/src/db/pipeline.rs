@@ -604,7 +604,7 @@ impl DbInner {
             .page_offset(group.slot, first_page);
         Counters::add(&self.counters.wal_runs, 1);
         Counters::add(&self.counters.wal_pages, pages);
-        let tier0 = &self.tiers.get(0).counters;
+        let tier0 = &self.tiers.fast().counters;
         tier0.written[crate::tier::WriteKind::Wal as usize]
             .fetch_add(pages * PAGE as u64, Ordering::Relaxed);
         Some((

@@ -35,7 +35,7 @@ use super::table_cache::TableCache;
 use super::{DbInner, State};
 use crate::error::Result;
 use crate::placement::Placer;
-use crate::tier::FileKind;
+use crate::tier::{FileKind, TierId};
 use crate::version::{FileMeta, Version};
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ impl DbInner {
         self.opts.auto_replicas
             && !self.opts.read_only
             && matches!(self.placer, Placer::Auto(_))
-            && self.tiers.all().len() > 1
+            && self.tiers.count() > 1
     }
 
     /// New replicas are welcome while the flush reserve is lent: writes are quiet.
@@ -82,7 +82,9 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
         .enumerate()
         .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
         // NB: not L0 or a compaction's input: both are about to be rewritten.
-        .filter(|(level, f)| *level > 0 && f.tier != 0 && !state.busy_files.contains(&f.number))
+        .filter(|(level, f)| {
+            *level > 0 && !f.tier.is_fast() && !state.busy_files.contains(&f.number)
+        })
         .filter_map(|(level, f)| {
             let reads = db.table_cache.unreplicated_reads(f.number)?;
             Some((reads_per_mib(reads, f.size), level, f))
@@ -102,7 +104,7 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
 pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
     let f = &job.file;
     let from = db.tiers.path(f.tier, FileKind::Table, f.number);
-    let to = db.tiers.path(0, FileKind::Replica, f.number);
+    let to = db.tiers.path(TierId::FAST, FileKind::Replica, f.number);
     // NB: a copy stops for a waiting flush (it may hold the worker flushes would use) and
     // for a close.
     let wanted = || {
@@ -112,7 +114,7 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
         };
         idle && db.replicas_welcome() && db.table_cache.has_replica(f.number)
     };
-    let copied = super::migrate::copy_file(db, (f.tier, &from), (0, &to), &wanted);
+    let copied = super::migrate::copy_file(db, (f.tier, &from), (TierId::FAST, &to), &wanted);
     let installed = match copied {
         Ok(true) => db.table_cache.finish_replica(f).unwrap_or(false),
         Ok(false) | Err(_) => false,

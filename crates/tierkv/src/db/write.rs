@@ -20,7 +20,7 @@ use crate::handle::Completer;
 use crate::memtable::MemTable;
 use crate::options::Durability;
 use crate::stats::Counters;
-use crate::tier::{FileKind, WriteKind};
+use crate::tier::{FileKind, TierId, WriteKind};
 use crate::wal::log::LogWriter;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -310,7 +310,7 @@ impl DbInner {
 
     /// Group mode: starts WAL file `number`, sealing the active one.
     fn rotate_wal_file(&self, number: u64) -> Result<()> {
-        let path = self.tiers.path(0, FileKind::Wal, number);
+        let path = self.tiers.path(TierId::FAST, FileKind::Wal, number);
         let mut guard = self.wal.lock();
         // NB: the old WAL is sealed unsynced, and the new one's directory entry is not synced
         // either: `WalSet` syncs both before any newer WAL is synced.
@@ -320,7 +320,7 @@ impl DbInner {
             .and_then(|wals| {
                 let file = self
                     .tiers
-                    .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
+                    .create(TierId::FAST, &path, WriteKind::Wal, WAL_BUFFER)?
                     .with_preallocation(self.opts.wal_preallocation_step());
                 wals.rotate(number, LogWriter::new(file, path))
             })

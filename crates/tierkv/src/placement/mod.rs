@@ -10,7 +10,7 @@
 //! Invariants:
 //! - Every decision is a function of data: a [`Version`](crate::version::Version), budgets,
 //!   readings and the set of files busy in a compaction. That is what the tests here build.
-//! - The fast tier (tier 0) holds the WAL and MANIFEST;
+//! - The fast tier ([`TierId::FAST`](crate::tier::TierId::FAST)) holds the WAL and MANIFEST;
 //!   the upper levels have first claim on the rest of it (`policy::deep_allowance`).
 //! - L0 tables and a compaction's inputs never migrate and never get replicas: both are about
 //!   to be rewritten.

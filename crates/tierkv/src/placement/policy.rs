@@ -16,6 +16,7 @@
 //! controller ([`crate::placement::auto`]) whose pointer the monitor moves.
 
 use crate::placement::auto::{AutoPlace, AutoPlaceConfig, Pointer};
+use crate::tier::TierId;
 use crate::version::Version;
 use parking_lot::Mutex;
 use std::time::Instant;
@@ -51,25 +52,25 @@ impl Placer {
 
     /// The tier a new table of `level` should go to, before budgets are considered. With the
     /// automatic controller each call is one file's decision.
-    pub fn tier_for_new_table(&self, level: usize, num_tiers: usize) -> usize {
+    pub fn tier_for_new_table(&self, level: usize, num_tiers: usize) -> TierId {
         match self {
             Placer::Fixed { levels_on_fast } => preferred_tier(level, *levels_on_fast, num_tiers),
             Placer::Auto(ctl) => {
                 let fast = num_tiers == 1 || ctl.lock().next_file_wants_fast(level);
-                usize::from(!fast)
+                fast_or_capacity(fast)
             }
         }
     }
 
     /// The tier tables of `level` belong to now, without taking a per-file decision (trivial
     /// moves keep a file where it is only if its whole level is on that side).
-    pub fn tier_of_level(&self, level: usize, num_tiers: usize) -> usize {
+    pub fn tier_of_level(&self, level: usize, num_tiers: usize) -> TierId {
         match self {
             Placer::Fixed { levels_on_fast } => preferred_tier(level, *levels_on_fast, num_tiers),
             Placer::Auto(ctl) => {
                 let p = ctl.lock().pointer();
                 let fast = num_tiers == 1 || level < p.level;
-                usize::from(!fast)
+                fast_or_capacity(fast)
             }
         }
     }
@@ -88,11 +89,16 @@ impl Placer {
 }
 
 /// The tier a table of `level` should go to, before budgets are considered.
-pub fn preferred_tier(level: usize, levels_on_fast: usize, num_tiers: usize) -> usize {
-    if level < levels_on_fast || num_tiers == 1 {
-        0
+pub fn preferred_tier(level: usize, levels_on_fast: usize, num_tiers: usize) -> TierId {
+    fast_or_capacity(level < levels_on_fast || num_tiers == 1)
+}
+
+/// The fast tier if `fast`, else the capacity tier.
+fn fast_or_capacity(fast: bool) -> TierId {
+    if fast {
+        TierId::FAST
     } else {
-        1
+        TierId::CAPACITY
     }
 }
 
@@ -138,7 +144,7 @@ fn on_fast_from(version: &Version, level: usize) -> u64 {
         .iter()
         .skip(level)
         .flatten()
-        .filter(|f| f.tier == 0)
+        .filter(|f| f.tier.is_fast())
         .map(|f| f.size)
         .sum()
 }
@@ -153,7 +159,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     /// A table of `mib` MiB on `tier`, with its own key range.
-    fn table(number: u64, tier: usize, mib: u64) -> Arc<FileMeta> {
+    fn table(number: u64, tier: TierId, mib: u64) -> Arc<FileMeta> {
         let lo = format!("k{number:04}");
         let hi = format!("k{number:04}z");
         let mut f = (*meta(number, lo.as_bytes(), hi.as_bytes(), mib * MIB, 1)).clone();
@@ -163,9 +169,12 @@ mod tests {
 
     /// L1: 200 MiB on the capacity tier; L2: 600 MiB on the fast one; L3: 64 MiB fast.
     fn loaded() -> Version {
-        let mut added = vec![(1, table(1, 1, 100)), (1, table(2, 1, 100))];
-        added.extend((10..16).map(|n| (2, table(n, 0, 100))));
-        added.push((3, table(20, 0, 64)));
+        let mut added = vec![
+            (1, table(1, TierId::CAPACITY, 100)),
+            (1, table(2, TierId::CAPACITY, 100)),
+        ];
+        added.extend((10..16).map(|n| (2, table(n, TierId::FAST, 100))));
+        added.push((3, table(20, TierId::FAST, 64)));
         Version::empty(4).apply(&[], &added).expect("valid version")
     }
 
@@ -199,17 +208,17 @@ mod tests {
     #[test]
     fn placer_fixed_and_auto() {
         let fixed = Placer::fixed(2);
-        assert_eq!(fixed.tier_for_new_table(1, 2), 0);
-        assert_eq!(fixed.tier_for_new_table(2, 2), 1);
+        assert_eq!(fixed.tier_for_new_table(1, 2), TierId::FAST);
+        assert_eq!(fixed.tier_for_new_table(2, 2), TierId::CAPACITY);
         assert_eq!(fixed.describe(), "LAD-2");
         assert_eq!(Placer::fixed(0).describe(), "PL");
         let auto = Placer::auto(AutoPlaceConfig::new(7), 1);
-        assert_eq!(auto.tier_for_new_table(0, 2), 0);
-        assert_eq!(auto.tier_for_new_table(1, 2), 1);
-        assert_eq!(auto.tier_of_level(0, 2), 0);
+        assert_eq!(auto.tier_for_new_table(0, 2), TierId::FAST);
+        assert_eq!(auto.tier_for_new_table(1, 2), TierId::CAPACITY);
+        assert_eq!(auto.tier_of_level(0, 2), TierId::FAST);
         assert_eq!(
             auto.tier_for_new_table(3, 1),
-            0,
+            TierId::FAST,
             "a single tier takes everything"
         );
         assert!(auto.describe().starts_with("auto L1+0%"));
@@ -217,10 +226,14 @@ mod tests {
 
     #[test]
     fn lad_and_pl() {
-        assert_eq!(preferred_tier(0, 0, 2), 1, "PL keeps L0 off the fast tier");
-        assert_eq!(preferred_tier(0, 2, 2), 0);
-        assert_eq!(preferred_tier(1, 2, 2), 0);
-        assert_eq!(preferred_tier(2, 2, 2), 1);
-        assert_eq!(preferred_tier(5, 2, 1), 0);
+        assert_eq!(
+            preferred_tier(0, 0, 2),
+            TierId::CAPACITY,
+            "PL keeps L0 off the fast tier"
+        );
+        assert_eq!(preferred_tier(0, 2, 2), TierId::FAST);
+        assert_eq!(preferred_tier(1, 2, 2), TierId::FAST);
+        assert_eq!(preferred_tier(2, 2, 2), TierId::CAPACITY);
+        assert_eq!(preferred_tier(5, 2, 1), TierId::FAST);
     }
 }
