@@ -11,6 +11,7 @@
 
 use crate::env::RandomAccessFile;
 use crate::error::Result;
+use crate::placement::replica::ReplicaUse;
 use crate::sst::{BlockCache, Table};
 use crate::stats::{self, Counters};
 use crate::tier::{FileKind, TierId, Tiers};
@@ -44,15 +45,6 @@ struct Replica {
     size: u64,
     /// The copy is complete: reads may use it.
     ready: bool,
-}
-
-/// A replica and how much it has been read, for choosing which to drop.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ReplicaUse {
-    pub number: u64,
-    pub size: u64,
-    /// Data blocks read from it since it was opened (0 while it is being copied).
-    pub reads: u64,
 }
 
 impl Inner {

@@ -12,8 +12,8 @@
 //!   readings and the set of files busy in a compaction. That is what the tests here build.
 //! - The fast tier ([`TierId::FAST`](crate::tier::TierId::FAST)) holds the WAL and MANIFEST;
 //!   the upper levels have first claim on the rest of it (`policy::deep_allowance`).
-//! - L0 tables and a compaction's inputs never migrate and never get replicas: both are about
-//!   to be rewritten.
+//! - A compaction's inputs never migrate and never get replicas, and L0 tables never move down
+//!   and never get replicas: all are about to be rewritten.
 //!
 //! Files:
 //! - `policy`: the preferred tier of a level (LAD-n / PL), the deep-level allowance, the
@@ -28,8 +28,39 @@
 
 pub mod auto;
 pub mod iomon;
+pub mod migrate;
 pub mod policy;
 pub mod ratelimit;
+pub mod replica;
 pub mod reserve;
 
 pub use policy::Placer;
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::tier::TierId;
+    use crate::version::tests::meta;
+    use crate::version::Version;
+    use std::sync::Arc;
+
+    pub(crate) const MIB: u64 = 1 << 20;
+
+    /// A version of four levels holding `(level, number, tier, MiB)` tables, where the tier is
+    /// `'F'` (fast) or `'C'` (capacity). Each table has its own key range, in number order.
+    pub(crate) fn shape(tables: &[(usize, u64, char, u64)]) -> Version {
+        let added: Vec<_> = tables
+            .iter()
+            .map(|&(level, number, tier, mib)| {
+                let (lo, hi) = (format!("k{number:04}"), format!("k{number:04}z"));
+                let mut f = (*meta(number, lo.as_bytes(), hi.as_bytes(), mib * MIB, 1)).clone();
+                f.tier = match tier {
+                    'F' => TierId::FAST,
+                    'C' => TierId::CAPACITY,
+                    _ => panic!("tier {tier}: 'F' or 'C'"),
+                };
+                (level, Arc::new(f))
+            })
+            .collect();
+        Version::empty(4).apply(&[], &added).expect("valid version")
+    }
+}
