@@ -197,8 +197,9 @@ pub fn is_trivial_move(
 /// and never over two memtables; plus an eighth, since tables end a little past the target
 /// (the entry that crosses it, index and filter).
 ///
-/// NB: bounded by the input because a flush's table is about its memtable's size: reserving a
-/// whole two-memtable estimate, the flush reserve held half as many flushes as it could.
+/// NB: bounded by the input because a flush's table is about its memtable's size: with a
+/// whole two-memtable estimate each, the flush reserve would hold half the flushes it has room
+/// for.
 pub fn output_size_estimate(
     target_file_size: u64,
     write_buffer_size: u64,
