@@ -21,7 +21,6 @@
 //! # Ok::<(), tierkv::Error>(())
 //! ```
 
-pub mod autoplace;
 pub mod batch;
 pub mod coding;
 pub mod compaction;
@@ -29,14 +28,11 @@ mod db;
 pub mod env;
 pub mod error;
 pub mod handle;
-pub mod iomon;
 pub mod iter;
 pub mod key;
 pub mod memtable;
 pub mod options;
 pub mod placement;
-pub mod ratelimit;
-pub mod reserve;
 pub mod snapshot;
 pub mod sst;
 pub mod stats;

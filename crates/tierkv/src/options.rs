@@ -4,9 +4,9 @@
 //! either way [`Options::validate`] runs at `Db::open` and names the offending option and its
 //! accepted range. Every default is documented at its field.
 
-use crate::autoplace::{self, AutoPlaceConfig};
 use crate::env::{Fs, PosixFs};
 use crate::error::{Error, Result};
+use crate::placement::auto::{self, AutoPlaceConfig};
 use crate::snapshot::Snapshot;
 pub use crate::sst::Compression;
 pub use crate::wal::log::RecoveryMode;
@@ -138,7 +138,7 @@ pub struct Options {
     /// the fast tier when compactions (or placement) have filled the rest. Only with two or
     /// more tiers. Default: see [`Options::flush_reserve`]. With [`Placement::Auto`], all but
     /// two memtables of it are lent to compactions and migration while reads flow and writes are
-    /// quiet (`reserve::ReserveLender`).
+    /// quiet (`placement::reserve::ReserveLender`).
     pub fast_tier_flush_reserve: Option<u64>,
     /// How new tables are placed on tiers. Default [`Placement::Fixed`] (by `levels_on_fast`).
     pub placement: Placement,
@@ -161,7 +161,7 @@ pub struct Options {
     pub auto_space_target: f64,
     /// `placement = auto`: bytes/s a migration copies while foreground requests flow (it runs
     /// unpaced when they stop): its reads share the slower tier with foreground reads. Default
-    /// 16 MiB/s (see `autoplace::DEFAULT_MIGRATION_BUSY_RATE`); at least 1.
+    /// 16 MiB/s (see `placement::auto::DEFAULT_MIGRATION_BUSY_RATE`); at least 1.
     pub auto_migration_busy_rate: u64,
     /// `placement = auto`: keep replicas on the fast tier, in room no table needs, of the
     /// slower tiers' most-read tables (`db::replica`). Reads go to the replica; a table that
@@ -202,7 +202,7 @@ pub enum Placement {
     #[default]
     Fixed,
     /// A pointer over levels, starting at `levels_on_fast`, moved by the fast tier's measured
-    /// utilisation and space (SpanDB's automatic placement); see `autoplace`.
+    /// utilisation and space (SpanDB's automatic placement); see `placement::auto`.
     Auto,
 }
 
@@ -263,11 +263,11 @@ impl Default for Options {
             fast_tier_flush_reserve: None,
             placement: Placement::Fixed,
             fast_tier_bandwidth: None,
-            auto_bw_low: autoplace::DEFAULT_BW_LOW,
-            auto_bw_high: autoplace::DEFAULT_BW_HIGH,
-            auto_space_high: autoplace::DEFAULT_SPACE_HIGH,
-            auto_space_target: autoplace::DEFAULT_SPACE_TARGET,
-            auto_migration_busy_rate: autoplace::DEFAULT_MIGRATION_BUSY_RATE,
+            auto_bw_low: auto::DEFAULT_BW_LOW,
+            auto_bw_high: auto::DEFAULT_BW_HIGH,
+            auto_space_high: auto::DEFAULT_SPACE_HIGH,
+            auto_space_target: auto::DEFAULT_SPACE_TARGET,
+            auto_migration_busy_rate: auto::DEFAULT_MIGRATION_BUSY_RATE,
             auto_replicas: true,
             wal: WalMode::Group,
             wal_loggers: 3,

@@ -4,7 +4,8 @@
 //! MANIFEST, CURRENT and LOCK and keeps a reserve that tables may not use. Each tier directory
 //! carries a `TIER` identity file (database id, tier name), so a missing or swapped directory is
 //! reported at open instead of silently losing data. All bytes written and read through this
-//! layer are counted per tier and per kind of write.
+//! layer are counted per tier and per kind of write. A [`TierId`] names a tier in memory; on
+//! disk (MANIFEST, identity files) a tier is known by its name only.
 //!
 //! INVARIANT: `used` of a tier equals the sum of the sizes of live tables placed on it (updated
 //! when a table is installed or deleted), so placement decisions need no directory scans.
@@ -12,10 +13,51 @@
 use crate::env::{BufferedFile, Fs, IoTarget, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::ratelimit::{RateLimiter, REQUEST_BYTES};
+use crate::placement::ratelimit::{RateLimiter, REQUEST_BYTES};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Which configured tier: its index in the options' list, fastest first.
+///
+/// Tiers are named in the MANIFEST and by their identity files; a `TierId` is the in-memory
+/// handle and is never written to disk (convert with [`Tiers::index_of`] and [`Tiers::get`]).
+/// The default is the fast tier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TierId(u8);
+
+impl TierId {
+    /// The fastest tier: it holds the WAL, MANIFEST, CURRENT and LOCK, and the upper levels.
+    pub const FAST: TierId = TierId(0);
+    /// The tier after the fast one, where deeper levels go; tiers after it take overflow only.
+    pub const CAPACITY: TierId = TierId(1);
+
+    /// The tier at `index` in the configured list. Panics past 255 (options allow 16).
+    pub fn new(index: usize) -> TierId {
+        TierId(u8::try_from(index).expect("tier index within u8"))
+    }
+
+    /// The tier's index in the configured list.
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+
+    /// The next slower tier (which may not be configured).
+    pub fn next(self) -> TierId {
+        TierId(self.0 + 1)
+    }
+
+    /// Whether this is [`TierId::FAST`].
+    pub fn is_fast(self) -> bool {
+        self == TierId::FAST
+    }
+}
+
+impl std::fmt::Display for TierId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tier {}", self.0)
+    }
+}
 
 /// Name of the identity file in every tier directory.
 pub const IDENTITY_FILE: &str = "TIER";
@@ -89,7 +131,7 @@ pub struct Tiers {
     /// Bytes of tier 0 only flushes may take (`Options::flush_reserve`; 0 with one tier).
     flush_reserve: u64,
     /// The part of `flush_reserve` held now; replicas may use the rest while writes are
-    /// quiet (`reserve::ReserveLender`).
+    /// quiet (`placement::reserve::ReserveLender`).
     flush_reserve_held: AtomicU64,
     /// Bytes of tier 0 taken by replicas (`db::replica`): copies of slower tiers' tables that
     /// tier 0 keeps in room no table needs, given back at once when a table does.
@@ -97,7 +139,7 @@ pub struct Tiers {
     /// Room replicas leave free beside tables (`Options::target_file_size`), so a compaction
     /// output rarely has to drop one: dropped replicas are copied again.
     replica_slack: u64,
-    /// Paces flush, compaction and migration writes to tier 0 (see `ratelimit`).
+    /// Paces flush, compaction and migration writes to tier 0 (see `placement::ratelimit`).
     background_limiter: Arc<RateLimiter>,
     /// Table readers offer their descriptors to io_uring (`Options::read_io_uring`).
     read_io_uring: bool,
@@ -195,14 +237,35 @@ impl Tiers {
         &self.tiers
     }
 
-    /// Tier `i`.
-    pub fn get(&self, i: usize) -> &Tier {
-        &self.tiers[i]
+    /// Tier `id`.
+    pub fn get(&self, id: TierId) -> &Tier {
+        &self.tiers[id.index()]
     }
 
-    /// Index of the tier called `name`.
-    pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.tiers.iter().position(|t| t.name == name)
+    /// The fast tier ([`TierId::FAST`]).
+    pub fn fast(&self) -> &Tier {
+        self.get(TierId::FAST)
+    }
+
+    /// Every tier with its id, fastest first.
+    pub fn iter(&self) -> impl Iterator<Item = (TierId, &Tier)> {
+        self.tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (TierId::new(i), t))
+    }
+
+    /// Number of configured tiers.
+    pub fn count(&self) -> usize {
+        self.tiers.len()
+    }
+
+    /// The tier called `name`.
+    pub fn index_of(&self, name: &str) -> Option<TierId> {
+        self.tiers
+            .iter()
+            .position(|t| t.name == name)
+            .map(TierId::new)
     }
 
     /// The file system.
@@ -211,19 +274,19 @@ impl Tiers {
     }
 
     /// Path of a numbered file on tier `tier`.
-    pub fn path(&self, tier: usize, kind: FileKind, number: u64) -> PathBuf {
-        self.tiers[tier].dir.join(file_name(kind, number))
+    pub fn path(&self, tier: TierId, kind: FileKind, number: u64) -> PathBuf {
+        self.get(tier).dir.join(file_name(kind, number))
     }
 
     /// Creates a file on `tier`, counting its bytes under `kind`.
     pub fn create(
         &self,
-        tier: usize,
+        tier: TierId,
         path: &Path,
         kind: WriteKind,
         buffer: usize,
     ) -> Result<BufferedFile> {
-        let name = &self.tiers[tier].name;
+        let name = &self.get(tier).name;
         let inner = self.fs.create(path).map_err(|e| out_of_space(e, name))?;
         let background = matches!(
             kind,
@@ -231,14 +294,14 @@ impl Tiers {
         );
         let counted = CountingFile {
             inner,
-            counters: Arc::clone(&self.tiers[tier].counters),
+            counters: Arc::clone(&self.get(tier).counters),
             kind,
             tier: name.clone(),
-            limiter: (tier == 0 && background).then(|| Arc::clone(&self.background_limiter)),
-            drop_after_sync: background && self.tiers[tier].direct_reads,
+            limiter: (tier.is_fast() && background).then(|| Arc::clone(&self.background_limiter)),
+            drop_after_sync: background && self.get(tier).direct_reads,
             // NB: not on tier 0, which holds the WAL: there the write-back queued on the device
             // delayed the WAL's own writes (BENCHMARKS.md, session 10).
-            write_back_every: if background && tier > 0 {
+            write_back_every: if background && !tier.is_fast() {
                 self.bytes_per_sync
             } else {
                 0
@@ -249,34 +312,34 @@ impl Tiers {
     }
 
     /// Opens a table file on `tier` for reads, counting bytes read.
-    pub fn open_read(&self, tier: usize, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let inner = if self.tiers[tier].direct_reads {
+    pub fn open_read(&self, tier: TierId, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let inner = if self.get(tier).direct_reads {
             self.fs.open_read_direct(path)?
         } else {
             self.fs.open_read(path)?
         };
         Ok(Arc::new(CountingReader {
             inner,
-            counters: Arc::clone(&self.tiers[tier].counters),
+            counters: Arc::clone(&self.get(tier).counters),
             io_uring: self.read_io_uring,
         }))
     }
 
     /// Counts bytes written to `tier` outside [`Tiers::create`] (e.g. a reopened WAL).
-    pub fn count_write(&self, tier: usize, kind: WriteKind, bytes: u64) {
-        self.tiers[tier].counters.written[kind as usize].fetch_add(bytes, Ordering::Relaxed);
+    pub fn count_write(&self, tier: TierId, kind: WriteKind, bytes: u64) {
+        self.get(tier).counters.written[kind as usize].fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Records that a table of `size` bytes now lives on `tier`.
-    pub fn add_table(&self, tier: usize, size: u64) {
-        self.tiers[tier].used.fetch_add(size, Ordering::Relaxed);
-        self.tiers[tier].files.fetch_add(1, Ordering::Relaxed);
+    pub fn add_table(&self, tier: TierId, size: u64) {
+        self.get(tier).used.fetch_add(size, Ordering::Relaxed);
+        self.get(tier).files.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records that a table of `size` bytes left `tier`.
-    pub fn remove_table(&self, tier: usize, size: u64) {
-        self.tiers[tier].used.fetch_sub(size, Ordering::Relaxed);
-        self.tiers[tier].files.fetch_sub(1, Ordering::Relaxed);
+    pub fn remove_table(&self, tier: TierId, size: u64) {
+        self.get(tier).used.fetch_sub(size, Ordering::Relaxed);
+        self.get(tier).files.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The pacer of background writes to tier 0.
@@ -303,25 +366,25 @@ impl Tiers {
     /// Bytes tables written by `kind` may use on `tier`: its budget, less on tier 0 the WAL
     /// reserve and, for all but flushes, the whole flush reserve (lent or not: only replicas,
     /// which are dropped at once, borrow it).
-    pub fn table_budget(&self, tier: usize, kind: WriteKind) -> u64 {
+    pub fn table_budget(&self, tier: TierId, kind: WriteKind) -> u64 {
         let mut reserve = 0;
-        if tier == 0 {
+        if tier.is_fast() {
             reserve = self.wal_reserve;
             if kind != WriteKind::Flush {
                 reserve = reserve.saturating_add(self.flush_reserve);
             }
         }
-        self.tiers[tier].capacity.saturating_sub(reserve)
+        self.get(tier).capacity.saturating_sub(reserve)
     }
 
     /// Bytes of tier 0 tables and replicas together may use: its budget less the WAL reserve.
     fn fast_limit(&self) -> u64 {
-        self.tiers[0].capacity.saturating_sub(self.wal_reserve)
+        self.fast().capacity.saturating_sub(self.wal_reserve)
     }
 
     /// Bytes of tier 0 held by live tables and tables being written.
     fn fast_tables(&self) -> u64 {
-        let t = &self.tiers[0];
+        let t = &self.fast();
         t.used().saturating_add(t.pending.load(Ordering::Acquire))
     }
 
@@ -358,7 +421,7 @@ impl Tiers {
     /// 0 if it fits beside them, or if it would not fit without them either.
     pub fn replica_shortfall(&self, size: u64, kind: WriteKind) -> u64 {
         let tables = self.fast_tables().saturating_add(size);
-        if tables > self.table_budget(0, kind) {
+        if tables > self.table_budget(TierId::FAST, kind) {
             return 0;
         }
         let over = tables
@@ -382,16 +445,16 @@ impl Tiers {
     /// `preferred` with room for them; `NoSpace` naming the last tier if none has. Only flushes
     /// may use tier 0's flush reserve. The reservation is held until the table is installed
     /// (then `used` counts it) or abandoned.
-    pub fn place(&self, preferred: usize, size: u64, kind: WriteKind) -> Result<Reservation> {
-        for t in preferred..self.tiers.len() {
-            let tier = &self.tiers[t];
+    pub fn place(&self, preferred: TierId, size: u64, kind: WriteKind) -> Result<Reservation> {
+        for t in (preferred.index()..self.tiers.len()).map(TierId::new) {
+            let tier = &self.get(t);
             let limit = self.table_budget(t, kind);
             // NB: on tier 0, replicas count too: they give their room back before tables are
             // placed (`replica_shortfall`), never after.
-            let replicas = if t == 0 { self.replica_bytes() } else { 0 };
+            let replicas = if t.is_fast() { self.replica_bytes() } else { 0 };
             let fits = |pending: u64| {
                 let total = tier.used().saturating_add(pending).saturating_add(size);
-                let fast_ok = t != 0 || total.saturating_add(replicas) <= self.fast_limit();
+                let fast_ok = !t.is_fast() || total.saturating_add(replicas) <= self.fast_limit();
                 (total <= limit && fast_ok).then_some(pending + size)
             };
             if tier
@@ -419,14 +482,14 @@ impl Tiers {
 /// Bytes promised on a tier to a table being written; given back when dropped.
 #[derive(Debug)]
 pub struct Reservation {
-    tier: usize,
+    tier: TierId,
     bytes: u64,
     pending: Arc<AtomicU64>,
 }
 
 impl Reservation {
     /// The tier the bytes are reserved on.
-    pub fn tier(&self) -> usize {
+    pub fn tier(&self) -> TierId {
         self.tier
     }
 
@@ -693,7 +756,7 @@ mod tests {
             )
         };
         let piece = vec![7u8; 256 << 10];
-        let write = |tiers: &Tiers, path: PathBuf, tier: usize, kind: WriteKind, pieces: usize| {
+        let write = |tiers: &Tiers, path: PathBuf, tier: TierId, kind: WriteKind, pieces: usize| {
             let mut f = tiers.create(tier, &path, kind, 64 << 10).unwrap();
             for _ in 0..pieces {
                 f.append(&piece).unwrap();
@@ -705,7 +768,7 @@ mod tests {
         write(
             &tiers,
             dir.join("capacity/000001.sst"),
-            1,
+            TierId::CAPACITY,
             WriteKind::Compaction,
             14,
         );
@@ -713,18 +776,30 @@ mod tests {
         write(
             &tiers,
             dir.join("capacity/000002.sst"),
-            1,
+            TierId::CAPACITY,
             WriteKind::Migration,
             4,
         );
         assert_eq!(fs.write_back_count(), 4);
         // Tier 0 holds the WAL and is left to the OS, tables included.
-        write(&tiers, dir.join("fast/000003.sst"), 0, WriteKind::Flush, 8);
-        write(&tiers, dir.join("fast/000004.log"), 0, WriteKind::Wal, 8);
+        write(
+            &tiers,
+            dir.join("fast/000003.sst"),
+            TierId::FAST,
+            WriteKind::Flush,
+            8,
+        );
+        write(
+            &tiers,
+            dir.join("fast/000004.log"),
+            TierId::FAST,
+            WriteKind::Wal,
+            8,
+        );
         write(
             &tiers,
             dir.join("fast/MANIFEST-000005"),
-            0,
+            TierId::FAST,
             WriteKind::Meta,
             8,
         );
@@ -735,7 +810,7 @@ mod tests {
         write(
             &tiers,
             dir.join("capacity/000006.sst"),
-            1,
+            TierId::CAPACITY,
             WriteKind::Compaction,
             16,
         );
@@ -746,28 +821,45 @@ mod tests {
     fn only_flushes_use_the_flush_reserve() {
         let dir = tempfile::tempdir().unwrap();
         let tiers = tiers(dir.path(), &["fast", "capacity"]);
-        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 40 << 20);
-        assert_eq!(tiers.table_budget(0, WriteKind::Flush), 56 << 20);
-        let deep = tiers.place(0, 40 << 20, WriteKind::Compaction).unwrap();
-        assert_eq!(deep.tier(), 0, "compactions fill the budget");
-        let spilled = tiers.place(0, 1 << 20, WriteKind::Migration).unwrap();
-        assert_eq!(spilled.tier(), 1, "but not the flush reserve");
+        assert_eq!(
+            tiers.table_budget(TierId::FAST, WriteKind::Compaction),
+            40 << 20
+        );
+        assert_eq!(tiers.table_budget(TierId::FAST, WriteKind::Flush), 56 << 20);
+        let deep = tiers
+            .place(TierId::FAST, 40 << 20, WriteKind::Compaction)
+            .unwrap();
+        assert_eq!(deep.tier(), TierId::FAST, "compactions fill the budget");
+        let spilled = tiers
+            .place(TierId::FAST, 1 << 20, WriteKind::Migration)
+            .unwrap();
+        assert_eq!(
+            spilled.tier(),
+            TierId::CAPACITY,
+            "but not the flush reserve"
+        );
         let flushes: Vec<_> = (0..16)
-            .map(|_| tiers.place(0, 1 << 20, WriteKind::Flush).unwrap())
+            .map(|_| {
+                tiers
+                    .place(TierId::FAST, 1 << 20, WriteKind::Flush)
+                    .unwrap()
+            })
             .collect();
         assert!(
-            flushes.iter().all(|r| r.tier() == 0),
+            flushes.iter().all(|r| r.tier().is_fast()),
             "flushes use the reserve"
         );
-        let over = tiers.place(0, 1 << 20, WriteKind::Flush).unwrap();
-        assert_eq!(over.tier(), 1, "and never the WAL reserve");
+        let over = tiers
+            .place(TierId::FAST, 1 << 20, WriteKind::Flush)
+            .unwrap();
+        assert_eq!(over.tier(), TierId::CAPACITY, "and never the WAL reserve");
         drop((deep, flushes));
         assert_eq!(
             tiers
-                .place(0, 1 << 20, WriteKind::Compaction)
+                .place(TierId::FAST, 1 << 20, WriteKind::Compaction)
                 .unwrap()
                 .tier(),
-            0
+            TierId::FAST
         );
     }
 
@@ -775,8 +867,10 @@ mod tests {
     fn replicas_use_free_room_and_the_lent_reserve_and_give_it_to_tables() {
         let dir = tempfile::tempdir().unwrap();
         let tiers = tiers(dir.path(), &["fast", "capacity"]);
-        let deep = tiers.place(0, 30 << 20, WriteKind::Compaction).unwrap();
-        assert_eq!(deep.tier(), 0);
+        let deep = tiers
+            .place(TierId::FAST, 30 << 20, WriteKind::Compaction)
+            .unwrap();
+        assert_eq!(deep.tier(), TierId::FAST);
         assert!(
             !tiers.charge_replica(10 << 20),
             "with the reserve held, replicas get the 10 MiB tables leave, less a table of slack"
@@ -784,7 +878,7 @@ mod tests {
         assert!(tiers.charge_replica(9 << 20));
         tiers.hold_flush_reserve(4 << 20);
         assert_eq!(
-            tiers.table_budget(0, WriteKind::Compaction),
+            tiers.table_budget(TierId::FAST, WriteKind::Compaction),
             40 << 20,
             "a loan never widens a table's budget"
         );
@@ -800,10 +894,10 @@ mod tests {
         );
         assert_eq!(
             tiers
-                .place(0, 8 << 20, WriteKind::Compaction)
+                .place(TierId::FAST, 8 << 20, WriteKind::Compaction)
                 .unwrap()
                 .tier(),
-            1,
+            TierId::CAPACITY,
             "not placed on top of replicas"
         );
         assert_eq!(
@@ -814,10 +908,10 @@ mod tests {
         tiers.release_replica(4 << 20);
         assert_eq!(
             tiers
-                .place(0, 8 << 20, WriteKind::Compaction)
+                .place(TierId::FAST, 8 << 20, WriteKind::Compaction)
                 .unwrap()
                 .tier(),
-            0
+            TierId::FAST
         );
 
         // Taking the loan back puts replicas (17 MiB beside 30 MiB of tables) over their room.
@@ -841,6 +935,9 @@ mod tests {
     fn one_tier_has_no_flush_reserve() {
         let dir = tempfile::tempdir().unwrap();
         let tiers = tiers(dir.path(), &["only"]);
-        assert_eq!(tiers.table_budget(0, WriteKind::Compaction), 56 << 20);
+        assert_eq!(
+            tiers.table_budget(TierId::FAST, WriteKind::Compaction),
+            56 << 20
+        );
     }
 }

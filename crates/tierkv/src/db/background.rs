@@ -14,11 +14,11 @@ use crate::iter::{InternalIterator, MergingIter};
 use crate::key;
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::placement;
+use crate::placement::{self, policy};
 use crate::sst::{TableBuilder, TableOptions};
 use crate::stats::Counters;
-use crate::tier::{self, FileKind, Reservation, Tiers, WriteKind};
-use crate::version::{FileMeta, Version, VersionEdit, VersionSet};
+use crate::tier::{self, FileKind, Reservation, TierId, Tiers, WriteKind};
+use crate::version::{FileMeta, VersionEdit, VersionSet};
 use std::sync::Arc;
 
 /// What a table writer needs; usable before the database is fully open (recovery).
@@ -37,30 +37,11 @@ impl OutputCtx<'_> {
         meta.to_new_file(level, &self.tiers.get(meta.tier).name)
     }
 
-    /// Bytes tables of `level` may still add to tier 0 in `version` while leaving the levels
-    /// above theirs ([`placement::deep_allowance`]); unbounded for L0, L1 and a single tier.
-    pub fn deep_room(&self, version: &Version, level: usize) -> u64 {
-        match self.deep_budget() {
-            Some(budget) if level >= 2 => {
-                placement::deep_allowance(version, level, self.opts.target_file_size, budget)
-            }
-            _ => u64::MAX,
-        }
-    }
-
-    /// Whether deep levels of `version` hold room on tier 0 that the levels above should have
-    /// ([`placement::deep_levels_over_allowance`]); never with a single tier.
-    pub fn deep_levels_over_allowance(&self, version: &Version) -> bool {
-        self.deep_budget().is_some_and(|budget| {
-            placement::deep_levels_over_allowance(version, self.opts.target_file_size, budget)
-        })
-    }
-
     /// Reserves room for a new table of `size` bytes written by `kind` on the first tier at or
     /// after `preferred` with room for it ([`Tiers::place`]). A table that fits tier 0's
     /// budget but for replicas takes their room first: they give it back at once.
-    pub fn place(&self, preferred: usize, size: u64, kind: WriteKind) -> Result<Reservation> {
-        if let (0, Some(cache)) = (preferred, self.replicas) {
+    pub fn place(&self, preferred: TierId, size: u64, kind: WriteKind) -> Result<Reservation> {
+        if let (true, Some(cache)) = (preferred.is_fast(), self.replicas) {
             let shortfall = self.tiers.replica_shortfall(size, kind);
             if shortfall > 0 {
                 super::replica::drop_coldest(cache, shortfall);
@@ -69,10 +50,15 @@ impl OutputCtx<'_> {
         self.tiers.place(preferred, size, kind)
     }
 
-    /// Tier 0's budget for tables other than flushes', if there is a slower tier for deep
-    /// tables to go to.
-    fn deep_budget(&self) -> Option<u64> {
-        (self.tiers.all().len() > 1).then(|| self.tiers.table_budget(0, WriteKind::Compaction))
+    /// What the upper-levels-first rule measures against ([`policy::FastBudget`]): tier 0's
+    /// budget for tables other than flushes', if there is a slower tier for deep tables.
+    pub fn fast_budget(&self) -> policy::FastBudget {
+        let budget = (self.tiers.count() > 1)
+            .then(|| self.tiers.table_budget(TierId::FAST, WriteKind::Compaction));
+        policy::FastBudget {
+            budget,
+            table_size: self.opts.target_file_size,
+        }
     }
 }
 
@@ -86,7 +72,7 @@ pub(super) struct TableOutput {
 enum Job {
     Flush(Arc<MemTable>),
     Compaction(CompactionTask),
-    Migration(super::migrate::Migration),
+    Migration(placement::migrate::Migration),
     Replica(super::replica::ReplicaJob),
 }
 
@@ -282,7 +268,7 @@ pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> 
 /// A trivial move when possible, otherwise a merge into new tables.
 fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()> {
     let out_level = task.output_level();
-    let preferred = db.placer.tier_of_level(out_level, db.tiers.all().len());
+    let preferred = db.placer.tier_of_level(out_level, db.tiers.count());
     let mut edit = VersionEdit::default();
     let deleted = |level: usize, files: &[Arc<FileMeta>]| {
         files
@@ -291,17 +277,12 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
             .collect::<Vec<_>>()
     };
     let ctx = db.output_ctx();
-    if let [only] = task.inputs.as_slice() {
-        // NB: a table that moves deeper on tier 0 must fit its new level's allowance; trivial
-        // moves of L1 tables had filled the fast tier with L2 and L3 while L1 grew elsewhere.
-        let fits =
-            || only.tier != 0 || only.size <= ctx.deep_room(&db.versions.current(), out_level);
-        if task.next_inputs.is_empty() && only.tier == preferred && fits() {
-            edit.deleted_files = deleted(task.level, &task.inputs);
-            edit.new_files.push(ctx.record(out_level, only));
-            Counters::add(&db.counters.trivial_moves, 1);
-            return db.versions.log_and_apply(edit).map(|_| ());
-        }
+    let budget = ctx.fast_budget();
+    if policy::is_trivial_move(task, preferred, &db.versions.current(), &budget) {
+        edit.deleted_files = deleted(task.level, &task.inputs);
+        edit.new_files.push(ctx.record(out_level, &task.inputs[0]));
+        Counters::add(&db.counters.trivial_moves, 1);
+        return db.versions.log_and_apply(edit).map(|_| ());
     }
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for f in task.all_inputs() {
@@ -563,24 +544,20 @@ impl<'a, 'b> TableSink<'a, 'b> {
 
     fn start_table(&mut self) -> Result<OpenTable> {
         let ctx = self.ctx;
-        let preferred = ctx
-            .placer
-            .tier_for_new_table(self.level, ctx.tiers.all().len());
-        // Tables end a little past the target (the entry that crosses it, index and filter),
-        // and are no larger than the input (a flush's table is about its memtable's size: with
-        // the 2-memtable estimate, the flush reserve held half as many flushes as it could).
-        let base = ctx
-            .opts
-            .target_file_size
-            .min(ctx.opts.write_buffer_size as u64 * 2)
-            .min(self.input_bytes.max(1));
-        let estimate = base + base / 8;
-        let preferred = if preferred == 0 && !self.leaves_upper_room(estimate) {
-            1
-        } else {
-            preferred
-        };
-        let reservation = ctx.place(preferred, estimate, self.kind)?;
+        let preferred = ctx.placer.tier_for_new_table(self.level, ctx.tiers.count());
+        let estimate = policy::output_size_estimate(
+            ctx.opts.target_file_size,
+            ctx.opts.write_buffer_size as u64,
+            self.input_bytes,
+        );
+        let target = policy::output_tier(
+            preferred,
+            (&ctx.versions.current(), self.level),
+            estimate,
+            self.waiting_on_fast(),
+            &ctx.fast_budget(),
+        );
+        let reservation = ctx.place(target, estimate, self.kind)?;
         let tier = reservation.tier();
         let number = (self.allocate)();
         let path = ctx.tiers.path(tier, FileKind::Table, number);
@@ -599,18 +576,14 @@ impl<'a, 'b> TableSink<'a, 'b> {
         })
     }
 
-    /// Whether a table of `size` bytes for this sink's level may go on tier 0 and still leave
-    /// the levels above theirs (see [`placement::deep_allowance`]); this job's tables not yet
-    /// installed count too.
-    fn leaves_upper_room(&self, size: u64) -> bool {
-        let waiting: u64 = self
-            .done
+    /// Bytes of this job's tables on tier 0 not yet installed: they count against the
+    /// allowance of the next ([`policy::output_tier`]).
+    fn waiting_on_fast(&self) -> u64 {
+        self.done
             .iter()
-            .filter(|o| o.meta.tier == 0)
+            .filter(|o| o.meta.tier.is_fast())
             .map(|o| o.meta.size)
-            .sum();
-        let version = self.ctx.versions.current();
-        waiting.saturating_add(size) <= self.ctx.deep_room(&version, self.level)
+            .sum()
     }
 }
 
@@ -779,7 +752,7 @@ impl DbInner {
         let live_tables = self.versions.live_tables();
         let log_number = self.versions.log_number();
         let manifest = self.versions.manifest_number();
-        for (t, tier) in self.tiers.all().iter().enumerate() {
+        for (t, tier) in self.tiers.iter() {
             let Ok(names) = self.tiers.fs().list_dir(&tier.dir) else {
                 continue;
             };
@@ -789,8 +762,10 @@ impl DbInner {
                     Some((FileKind::Table, n)) => {
                         n < next_number && !live_tables.contains(&(t, n)) && !pending.contains(&n)
                     }
-                    Some((FileKind::Wal, n)) => t == 0 && n < log_number && !live_wals.contains(&n),
-                    Some((FileKind::Manifest, n)) => t == 0 && manifest.is_some_and(|m| n < m),
+                    Some((FileKind::Wal, n)) => {
+                        t.is_fast() && n < log_number && !live_wals.contains(&n)
+                    }
+                    Some((FileKind::Manifest, n)) => t.is_fast() && manifest.is_some_and(|m| n < m),
                     // NB: a registered replica is being copied or read; no other is wanted.
                     Some((FileKind::Replica, n)) => !self.table_cache.has_replica(n),
                     None => false,

@@ -1,17 +1,8 @@
-//! Background migration of tables between tiers, for `placement = auto`.
+//! Running background migrations between tiers, for `placement = auto`.
 //!
-//! The head thread leaves the controller's [`MigrationHint`] in `State::migration`; an idle
-//! background worker turns it into one [`Migration`] at a time:
-//! - `MoveColdestDown`: the fast tier passed its space watermark. The coldest table on it goes
-//!   to the capacity tier: the deepest level first (deeper data is read less per byte), the
-//!   oldest file of that level first; never an L0 table.
-//! - `MoveUp { level, room }`: the fast tier is idle. A table of a level the pointer covers
-//!   that still sits on the capacity tier goes up, shallowest level first, if it fits in
-//!   `room` (what is left below the space target), in the fast tier's budget and in its
-//!   level's allowance (`placement::deep_allowance`: deep levels leave upper ones room). If
-//!   none does and deep levels hold more than their allowance, the coldest table goes down
-//!   instead, making room for the upper levels (after a load, L1 waited on the capacity tier
-//!   while L2 filled the fast one).
+//! The head thread leaves the controller's hint in `State::migration`; an idle background
+//! worker in a compaction slot asks [`crate::placement::migrate::pick`] for one table to move
+//! (which table, and why, is documented there), claims it as busy, and runs the move here.
 //!
 //! A move is a copy under a new file number, synced with its directory, then one MANIFEST edit
 //! that deletes the old number and adds the new one at the same level; the old file becomes
@@ -19,109 +10,50 @@
 //! old table listed (the copy is an unlisted file, removed at the next open) or the new one.
 
 use super::{DbInner, State};
-use crate::autoplace::MigrationHint;
 use crate::error::Result;
+use crate::placement::auto::MigrationHint;
+use crate::placement::migrate::{self, FastRoom, Migration};
 use crate::placement::Placer;
 use crate::stats::Counters;
-use crate::tier::{FileKind, WriteKind};
+use crate::tier::{FileKind, TierId, WriteKind};
 use crate::version::{FileMeta, Version, VersionEdit};
 use std::path::Path;
-use std::sync::Arc;
 
 /// Bytes copied per read and write.
 ///
 /// NB: small, because copies run beside foreground reads. A throttled device passes a request
 /// only when its byte budget allows, and reads queued behind it wait: a 1 MiB request holds a
-/// 200 MB/s tier for 5 ms. With copies up running through a read-mostly run, 1 MiB pieces left
-/// tierkv's p99 read latency above RocksDB's in the lab (BENCHMARKS.md, session 8).
+/// 200 MB/s tier for 5 ms, enough to lift the p99 latency of reads on a read-mostly run
+/// (BENCHMARKS.md).
 const COPY_CHUNK: usize = 64 << 10;
 
-/// One table to move.
-pub(super) struct Migration {
-    pub level: usize,
-    pub file: Arc<FileMeta>,
-    pub to_tier: usize,
-}
-
-/// Picks (and claims as busy) the next table to move, or clears a hint with nothing to do.
+/// Takes the pending hint and picks (and claims as busy) the table to move for it, if any.
+/// One table per hint: the next sample decides whether more should move.
 pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option<Migration> {
-    if !matches!(db.placer, Placer::Auto(_)) || db.tiers.all().len() < 2 {
+    if !matches!(db.placer, Placer::Auto(_)) || db.tiers.count() < 2 {
         return None;
     }
-    let candidate = match state.migration {
-        MigrationHint::None => None,
-        MigrationHint::MoveColdestDown { .. } => coldest_on_fast(version, state),
-        MigrationHint::MoveUp { level, room } => promotable(db, version, state, level, room)
-            .or_else(|| make_room_for_upper_levels(db, version, state)),
-    };
-    let Some(m) = candidate else {
-        state.migration = MigrationHint::None;
+    let hint = std::mem::replace(&mut state.migration, MigrationHint::None);
+    if hint == MigrationHint::None {
         return None;
-    };
-    // One table per hint: the next sample decides whether more should move.
-    state.migration = MigrationHint::None;
+    }
+    let m = migrate::pick(version, hint, &fast_room(db), &state.busy_files)?;
     state.busy_files.insert(m.file.number);
     state.compactions_running += 1;
     Some(m)
 }
 
-/// The deepest, oldest table on tier 0 that no job is using. L0 tables stay: compaction is
-/// about to rewrite them anyway, and flushes have their own reserve.
-fn coldest_on_fast(version: &Version, state: &State) -> Option<Migration> {
-    let levels = version.levels.iter().enumerate().skip(1).rev();
-    levels
-        .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
-        .filter(|(_, f)| f.tier == 0 && !state.busy_files.contains(&f.number))
-        .min_by_key(|(level, f)| (std::cmp::Reverse(*level), f.number))
-        .map(|(level, f)| Migration {
-            level,
-            file: Arc::clone(f),
-            to_tier: 1,
-        })
-}
-
-/// A table of a level at or above `level` (covered by the pointer) on a slower tier, that fits
-/// `room`, the fast tier's budget and its level's allowance (upper levels first: the
-/// shallowest level's tables go first).
-fn promotable(
-    db: &DbInner,
-    version: &Version,
-    state: &State,
-    level: usize,
-    room: u64,
-) -> Option<Migration> {
-    let ctx = db.output_ctx();
-    let room = db
+/// What a copy up must fit in now: tier 0's budget for migrations less what its tables use,
+/// and the upper-levels-first budget.
+fn fast_room(db: &DbInner) -> FastRoom {
+    let free = db
         .tiers
-        .table_budget(0, WriteKind::Migration)
-        .saturating_sub(db.tiers.get(0).used())
-        .min(room);
-    version
-        .levels
-        .iter()
-        .enumerate()
-        .take(level + 1)
-        .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
-        .find(|(l, f)| {
-            f.tier != 0
-                && f.size < room
-                && !state.busy_files.contains(&f.number)
-                && f.size <= ctx.deep_room(version, *l)
-        })
-        .map(|(level, f)| Migration {
-            level,
-            file: Arc::clone(f),
-            to_tier: 0,
-        })
-}
-
-/// The coldest table on the fast tier, if deep levels hold room there that the levels above
-/// should have ([`crate::placement::deep_levels_over_allowance`]).
-fn make_room_for_upper_levels(db: &DbInner, version: &Version, state: &State) -> Option<Migration> {
-    if !db.output_ctx().deep_levels_over_allowance(version) {
-        return None;
+        .table_budget(TierId::FAST, WriteKind::Migration)
+        .saturating_sub(db.tiers.fast().used());
+    FastRoom {
+        free,
+        budget: db.output_ctx().fast_budget(),
     }
-    coldest_on_fast(version, state)
 }
 
 /// Copies the table to its new tier and swaps it in with one MANIFEST edit.
@@ -162,7 +94,7 @@ fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
 }
 
 /// Copies table `from` to a new file `to`, synced with its directory (each with its tier).
-fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<()> {
+fn copy_table(db: &DbInner, from: (TierId, &Path), to: (TierId, &Path)) -> Result<()> {
     copy_file(db, from, to, &|| true)?;
     db.tiers.fs().sync_dir(&db.tiers.get(to.0).dir)
 }
@@ -172,8 +104,8 @@ fn copy_table(db: &DbInner, from: (usize, &Path), to: (usize, &Path)) -> Result<
 /// says so (it is asked before each piece).
 pub(super) fn copy_file(
     db: &DbInner,
-    from: (usize, &Path),
-    to: (usize, &Path),
+    from: (TierId, &Path),
+    to: (TierId, &Path),
     keep_going: &dyn Fn() -> bool,
 ) -> Result<bool> {
     let ((from_tier, from), (tier, to)) = (from, to);

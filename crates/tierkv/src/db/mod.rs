@@ -38,7 +38,7 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sst::BlockCache;
 use crate::stats::{self, Counters, LevelStats, Stats, TierStats};
-use crate::tier::{Tiers, WriteKind};
+use crate::tier::{TierId, Tiers, WriteKind};
 use crate::version::VersionSet;
 use crate::wal::{Wal, WalHost};
 use parking_lot::{Condvar, Mutex};
@@ -63,7 +63,7 @@ pub(crate) struct State {
     /// Numbers of table files being written and not yet in a version.
     pending_outputs: HashSet<u64>,
     /// What automatic placement wants migrated (set by the head thread, taken by a worker).
-    migration: crate::autoplace::MigrationHint,
+    migration: crate::placement::auto::MigrationHint,
     /// A replica is being copied (`replica`: one at a time).
     replica_running: bool,
 }
@@ -85,14 +85,14 @@ pub(crate) struct DbInner {
     /// The asynchronous request pipeline: workers and the head thread.
     pipeline: pipeline::Pipeline,
     /// Per-tier I/O rates over a sliding window; sampled by the head thread.
-    iomon: crate::iomon::IoMonitor,
+    iomon: crate::placement::iomon::IoMonitor,
     /// The monitor's sampling state (owned by the head thread).
     io_sampler: Mutex<monitor::IoSampler>,
     /// Where new tables go (fixed split or the automatic controller).
     placer: crate::placement::Placer,
     /// Paces migration copies: `Options::auto_migration_busy_rate` while foreground requests
     /// flow, unpaced otherwise.
-    migration_limiter: crate::ratelimit::RateLimiter,
+    migration_limiter: crate::placement::ratelimit::RateLimiter,
     /// While L0 slows writes: when the next write may start, and how fast writes go.
     pacer: pacer::WritePacer,
     counters: Counters,
@@ -347,7 +347,7 @@ impl Db {
                 replica: self.inner.table_cache.has_ready_replica(f.number).then(|| {
                     self.inner
                         .tiers
-                        .path(0, crate::tier::FileKind::Replica, f.number)
+                        .path(TierId::FAST, crate::tier::FileKind::Replica, f.number)
                 }),
             })
             .collect()
@@ -450,9 +450,7 @@ impl DbInner {
             .map(|(level, files)| {
                 let by_tier = self
                     .tiers
-                    .all()
                     .iter()
-                    .enumerate()
                     .filter_map(|(t, tier)| {
                         let on: Vec<_> = files.iter().filter(|f| f.tier == t).collect();
                         (!on.is_empty()).then(|| {

@@ -9,13 +9,13 @@
 //! whether writes stalled, and keeps replicas (`replica`) within their room.
 
 use super::DbInner;
-use crate::autoplace::{MigrationHint, Reading};
-use crate::iomon::{IoKind, TierWindow};
 use crate::options::Options;
+use crate::placement::auto::{MigrationHint, Reading};
+use crate::placement::iomon::{IoKind, TierWindow};
+use crate::placement::reserve::{Activity, ReserveLender};
 use crate::placement::Placer;
-use crate::reserve::{Activity, ReserveLender};
 use crate::stats;
-use crate::tier::{Tiers, WriteKind};
+use crate::tier::{TierId, Tiers, WriteKind};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -74,7 +74,7 @@ impl DbInner {
                 // watermark would sit above what compactions may fill, and the pointer and
                 // migration would never react to a full tier.
                 space_used: self.fast_space_placed(),
-                space_budget: self.tiers.table_budget(0, WriteKind::Compaction),
+                space_budget: self.tiers.table_budget(TierId::FAST, WriteKind::Compaction),
                 stalled,
             };
             let hint = {
@@ -129,11 +129,11 @@ impl DbInner {
     fn fast_space_placed(&self) -> u64 {
         let l0_on_fast: u64 = self.versions.current().levels[0]
             .iter()
-            .filter(|f| f.tier == 0)
+            .filter(|f| f.tier.is_fast())
             .map(|f| f.size)
             .sum();
         let in_reserve = l0_on_fast.min(self.tiers.flush_reserve());
-        self.tiers.get(0).used().saturating_sub(in_reserve)
+        self.tiers.fast().used().saturating_sub(in_reserve)
     }
 
     /// WAL priority on the fast tier: while foreground requests flow and L0 is not close to
@@ -160,7 +160,7 @@ impl DbInner {
             (WriteKind::Compaction, IoKind::Compaction),
             (WriteKind::Migration, IoKind::Migration),
         ];
-        for (t, tier) in self.tiers.all().iter().enumerate() {
+        for (t, tier) in self.tiers.iter() {
             let tc = &tier.counters;
             let written = |k: WriteKind| tc.written[k as usize].load(Ordering::Relaxed);
             let ops = |k: WriteKind| tc.write_ops[k as usize].load(Ordering::Relaxed);
@@ -169,7 +169,13 @@ impl DbInner {
             let mon = &self.iomon;
             let wal = written(WriteKind::Wal) + written(WriteKind::Meta);
             mon.observe_cumulative(t, IoKind::ForegroundRead, reads, served, now);
-            mon.observe_cumulative(t, IoKind::Wal, wal, if t == 0 { wal_ops } else { 0 }, now);
+            mon.observe_cumulative(
+                t,
+                IoKind::Wal,
+                wal,
+                if t.is_fast() { wal_ops } else { 0 },
+                now,
+            );
             for (kind, io) in tables {
                 mon.observe_cumulative(t, io, written(kind), ops(kind), now);
             }
@@ -178,12 +184,13 @@ impl DbInner {
 
     /// Per-tier rates for stats, one line each.
     pub(super) fn io_report(&self) -> Vec<stats::TierIo> {
-        (0..self.tiers.all().len())
-            .map(|t| {
+        self.tiers
+            .iter()
+            .map(|(t, tier)| {
                 let w = self.iomon.window(t);
                 let bps = |k: IoKind| w.kind(k).bytes_per_sec;
                 stats::TierIo {
-                    name: self.tiers.get(t).name.clone(),
+                    name: tier.name.clone(),
                     read_bytes_per_sec: bps(IoKind::ForegroundRead),
                     wal_bytes_per_sec: bps(IoKind::Wal),
                     flush_bytes_per_sec: bps(IoKind::Flush),

@@ -12,14 +12,14 @@ use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
-use crate::iomon::{IoMonitor, WindowConfig};
 use crate::memtable::MemTable;
 use crate::options::{Options, Placement};
+use crate::placement::iomon::{IoMonitor, WindowConfig};
 use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
 use crate::sst::BlockCache;
 use crate::stats::Counters;
-use crate::tier::{self, FileKind, Tiers, WriteKind};
+use crate::tier::{self, FileKind, TierId, Tiers, WriteKind};
 use crate::version::{RecoveredManifest, VersionEdit, VersionSet};
 use crate::wal::{self, ReplayCtx, ReplaySink, Replayed};
 use parking_lot::{Condvar, Mutex};
@@ -121,7 +121,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
             compactions_running: 0,
             busy_files: HashSet::new(),
             pending_outputs: HashSet::new(),
-            migration: crate::autoplace::MigrationHint::None,
+            migration: crate::placement::auto::MigrationHint::None,
             replica_running: false,
         }),
         bg_cv: Condvar::new(),
@@ -270,7 +270,7 @@ fn check_tables_present(tiers: &Tiers, versions: &VersionSet) -> Result<()> {
     }
     for (level, f) in versions.current().all_files() {
         let name = tier::file_name(FileKind::Table, f.number);
-        if !present[f.tier].contains(&name) {
+        if !present[f.tier.index()].contains(&name) {
             let tier = tiers.get(f.tier);
             return Err(Error::corruption(
                 tier.dir.join(&name),
@@ -293,7 +293,7 @@ fn replay_wals(
 ) -> Result<Replayed> {
     let replay = ReplayCtx {
         fs: ctx.tiers.fs().as_ref(),
-        dir: &ctx.tiers.get(0).dir,
+        dir: &ctx.tiers.fast().dir,
         log_number: ctx.versions.log_number(),
         mode: ctx.opts.wal_recovery_mode,
     };
@@ -377,7 +377,7 @@ fn monitor(opts: &Options, tiers: &Tiers) -> Result<IoMonitor> {
         (None, Placement::Auto) if !opts.read_only => Some(probe_write_bandwidth(tiers)?),
         (None, _) => None,
     };
-    mon.set_ceiling(0, ceiling);
+    mon.set_ceiling(TierId::FAST, ceiling);
     Ok(mon)
 }
 
@@ -390,7 +390,7 @@ const PROBE_BYTES: usize = 32 << 20;
 /// the end let the first tens of MiB land in memory and overstated the bandwidth severalfold.
 fn probe_write_bandwidth(tiers: &Tiers) -> Result<u64> {
     let fs = tiers.fs();
-    let path = tiers.get(0).dir.join("BANDWIDTH-PROBE.tmp");
+    let path = tiers.fast().dir.join("BANDWIDTH-PROBE.tmp");
     let chunk = vec![0x5au8; 1 << 20];
     let start = std::time::Instant::now();
     let mut file = fs.create(&path)?;

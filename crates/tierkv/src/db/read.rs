@@ -10,6 +10,7 @@ use crate::memtable::{Lookup, MemTable};
 use crate::options::ReadOptions;
 use crate::sst::ReadTrace;
 use crate::stats::Counters;
+use crate::tier::TierId;
 use crate::version::Version;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -122,7 +123,7 @@ impl DbInner {
         Ok(None)
     }
 
-    pub(super) fn count_table_read(&self, level: usize, tier: usize, trace: &ReadTrace) {
+    pub(super) fn count_table_read(&self, level: usize, tier: TierId, trace: &ReadTrace) {
         let c = &self.counters;
         if let Some(l) = c.reads_by_level.get(level) {
             Counters::add(l, 1);

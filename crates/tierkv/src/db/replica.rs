@@ -4,16 +4,13 @@
 //! Why: on a read-mostly load, tier 0's flush reserve and the headroom automatic placement
 //! keeps below its space target sit empty while deep tables are read from the throttled
 //! capacity tier. Lending that room to tables (a copy up that becomes the table) pays off, but
-//! giving it back means moving tables down, which takes seconds a write burst does not have:
-//! lent during a pause in the lab, the room was full of deep tables when the next burst came
-//! and a write waited 183 ms (BENCHMARKS.md, session 8). A replica gives its room back with an
-//! unlink.
+//! giving it back means moving tables down, which takes seconds a write burst does not have: a
+//! burst after a pause finds the room full of deep tables and its writes wait (BENCHMARKS.md).
+//! A replica gives its room back with an unlink.
 //!
-//! - **Which**: the table on a slower tier whose own file served the most point reads' data
-//!   blocks per byte since it was opened; with no reads yet, the deepest level's first, oldest
-//!   first (the tables compactions rewrite last: after a load, replicas of upper levels' tables
-//!   were copied and deleted with their tables 29 times in the lab's settle). Never an L0 table
-//!   or a compaction's input: both are about to be rewritten.
+//! - **Which**: chosen by [`crate::placement::replica::pick`]: the table on a slower tier read
+//!   most per byte, or with no reads yet the deepest level's oldest; never an L0 table or a
+//!   compaction's input.
 //! - **When**: one copy at a time, on any background worker no flush, compaction or migration
 //!   wants (not only in a compaction slot: after a load, compactions hold the slot until the
 //!   read-mostly run begins), while the flush reserve is lent (writes are quiet: `reserve`) and
@@ -34,10 +31,9 @@
 use super::table_cache::TableCache;
 use super::{DbInner, State};
 use crate::error::Result;
-use crate::placement::Placer;
-use crate::tier::FileKind;
+use crate::placement::{replica, Placer};
+use crate::tier::{FileKind, TierId};
 use crate::version::{FileMeta, Version};
-use std::cmp::Reverse;
 use std::sync::Arc;
 
 /// One table to replicate on tier 0.
@@ -52,7 +48,7 @@ impl DbInner {
         self.opts.auto_replicas
             && !self.opts.read_only
             && matches!(self.placer, Placer::Auto(_))
-            && self.tiers.all().len() > 1
+            && self.tiers.count() > 1
     }
 
     /// New replicas are welcome while the flush reserve is lent: writes are quiet.
@@ -76,25 +72,13 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
     if state.replica_running || !db.replicas_welcome() {
         return None;
     }
-    let (_, _, file) = version
-        .levels
-        .iter()
-        .enumerate()
-        .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
-        // NB: not L0 or a compaction's input: both are about to be rewritten.
-        .filter(|(level, f)| *level > 0 && f.tier != 0 && !state.busy_files.contains(&f.number))
-        .filter_map(|(level, f)| {
-            let reads = db.table_cache.unreplicated_reads(f.number)?;
-            Some((reads_per_mib(reads, f.size), level, f))
-        })
-        .max_by_key(|(heat, level, f)| (*heat, *level, Reverse(f.number)))?;
-    if !db.table_cache.begin_replica(file) {
+    let reads = |number| db.table_cache.unreplicated_reads(number);
+    let file = replica::pick(version, &state.busy_files, reads)?;
+    if !db.table_cache.begin_replica(&file) {
         return None;
     }
     state.replica_running = true;
-    Some(ReplicaJob {
-        file: Arc::clone(file),
-    })
+    Some(ReplicaJob { file })
 }
 
 /// Copies the table to its replica file and lets reads use it. A copy that fails or is no
@@ -102,7 +86,7 @@ pub(super) fn pick(db: &DbInner, state: &mut State, version: &Version) -> Option
 pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
     let f = &job.file;
     let from = db.tiers.path(f.tier, FileKind::Table, f.number);
-    let to = db.tiers.path(0, FileKind::Replica, f.number);
+    let to = db.tiers.path(TierId::FAST, FileKind::Replica, f.number);
     // NB: a copy stops for a waiting flush (it may hold the worker flushes would use) and
     // for a close.
     let wanted = || {
@@ -112,7 +96,7 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
         };
         idle && db.replicas_welcome() && db.table_cache.has_replica(f.number)
     };
-    let copied = super::migrate::copy_file(db, (f.tier, &from), (0, &to), &wanted);
+    let copied = super::migrate::copy_file(db, (f.tier, &from), (TierId::FAST, &to), &wanted);
     let installed = match copied {
         Ok(true) => db.table_cache.finish_replica(f).unwrap_or(false),
         Ok(false) | Err(_) => false,
@@ -124,16 +108,10 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
     Ok(())
 }
 
-/// Block reads per MiB of a table of `size` bytes: what ranks tables to copy and replicas to
-/// drop.
-fn reads_per_mib(reads: u64, size: u64) -> u64 {
-    reads.saturating_mul(1 << 20) / size.max(1)
-}
-
 /// Drops replicas, least read per byte first, until `bytes` are given back (or none is left).
 pub(super) fn drop_coldest(cache: &TableCache, bytes: u64) {
     let mut replicas = cache.replicas();
-    replicas.sort_by_key(|r| (reads_per_mib(r.reads, r.size), r.number));
+    replica::coldest_first(&mut replicas);
     let mut freed = 0;
     for r in replicas {
         if freed >= bytes {

@@ -11,9 +11,10 @@
 
 use crate::env::RandomAccessFile;
 use crate::error::Result;
+use crate::placement::replica::ReplicaUse;
 use crate::sst::{BlockCache, Table};
 use crate::stats::{self, Counters};
-use crate::tier::{FileKind, Tiers};
+use crate::tier::{FileKind, TierId, Tiers};
 use crate::version::FileMeta;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -44,15 +45,6 @@ struct Replica {
     size: u64,
     /// The copy is complete: reads may use it.
     ready: bool,
-}
-
-/// A replica and how much it has been read, for choosing which to drop.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ReplicaUse {
-    pub number: u64,
-    pub size: u64,
-    /// Data blocks read from it since it was opened (0 while it is being copied).
-    pub reads: u64,
 }
 
 impl Inner {
@@ -111,14 +103,14 @@ impl TableCache {
     }
 
     fn open_replica(&self, file: &FileMeta) -> Result<Arc<Table>> {
-        let (path, reader) = self.reader(0, FileKind::Replica, file.number)?;
-        Table::open_on_tier(reader, path, self.block_cache.clone(), 0)
+        let (path, reader) = self.reader(TierId::FAST, FileKind::Replica, file.number)?;
+        Table::open_on_tier(reader, path, self.block_cache.clone(), TierId::FAST)
     }
 
     /// The path of numbered file `number` of `kind` on `tier`, opened for reads.
     fn reader(
         &self,
-        tier: usize,
+        tier: TierId,
         kind: FileKind,
         number: u64,
     ) -> Result<(PathBuf, Arc<dyn RandomAccessFile>)> {
@@ -161,11 +153,11 @@ impl TableCache {
     /// already cached, if the table was open). False (and the copy is deleted) if it was
     /// dropped while being copied.
     pub fn finish_replica(&self, file: &FileMeta) -> Result<bool> {
-        let (path, reader) = self.reader(0, FileKind::Replica, file.number)?;
+        let (path, reader) = self.reader(TierId::FAST, FileKind::Replica, file.number)?;
         let open = self.inner.lock().open.get(&file.number).cloned();
         let table = match open {
-            Some(t) if t.tier() != 0 => t.reopened(reader, path.clone(), 0)?,
-            _ => Table::open_on_tier(reader, path.clone(), self.block_cache.clone(), 0)?,
+            Some(t) if !t.tier().is_fast() => t.reopened(reader, path.clone(), TierId::FAST)?,
+            _ => Table::open_on_tier(reader, path.clone(), self.block_cache.clone(), TierId::FAST)?,
         };
         let mut inner = self.inner.lock();
         let Some(replica) = inner.replicas.get_mut(&file.number) else {
@@ -187,7 +179,7 @@ impl TableCache {
         let removed = {
             let mut inner = self.inner.lock();
             let removed = inner.replicas.remove(&number);
-            if removed.is_some() && inner.open.get(&number).is_some_and(|t| t.tier() == 0) {
+            if removed.is_some() && inner.open.get(&number).is_some_and(|t| t.tier().is_fast()) {
                 inner.open.remove(&number);
             }
             removed
@@ -198,10 +190,10 @@ impl TableCache {
         self.tiers.release_replica(replica.size);
         // NB: readers that hold the old reader keep reading the unlinked file until they
         // finish; its blocks stay cached under the same id for the table's own reader.
-        let _ = self
-            .tiers
-            .fs()
-            .remove_file(&self.tiers.path(0, FileKind::Replica, number));
+        let _ =
+            self.tiers
+                .fs()
+                .remove_file(&self.tiers.path(TierId::FAST, FileKind::Replica, number));
         Counters::add(&self.replicas_dropped, 1);
         replica.size
     }
@@ -213,7 +205,7 @@ impl TableCache {
             inner
                 .open
                 .get(n)
-                .filter(|t| t.tier() == 0)
+                .filter(|t| t.tier().is_fast())
                 .map_or(0, |t| t.device_reads())
         };
         inner

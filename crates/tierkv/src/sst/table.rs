@@ -16,6 +16,7 @@ use crate::sst::cache::BlockCache;
 use crate::sst::filter::BloomFilter;
 use crate::sst::format::{self, check_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::sst::props::TableProperties;
+use crate::tier::TierId;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -34,7 +35,7 @@ pub struct ReadTrace {
     /// Bytes read from the file (stored block plus trailer).
     pub bytes_read: u64,
     /// The tier of the table that read the last block from its file (see [`Table::tier`]).
-    pub tier: usize,
+    pub tier: TierId,
 }
 
 /// Positional block reads from one table file, with every check that turns bad bytes into
@@ -239,8 +240,8 @@ pub struct Table {
     index: Arc<Block>,
     index_offset: u64,
     filter: Option<Arc<BloomFilter>>,
-    /// The tier the file is read from: set by the opener, 0 outside a database.
-    tier: usize,
+    /// The tier the file is read from: set by the opener, the fast tier outside a database.
+    tier: TierId,
     /// Data blocks read from the file for point lookups (misses of the block cache).
     device_reads: AtomicU64,
 }
@@ -264,7 +265,7 @@ impl Table {
         path: PathBuf,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Arc<Table>> {
-        Self::open_on_tier(file, path, cache, 0)
+        Self::open_on_tier(file, path, cache, TierId::FAST)
     }
 
     /// [`Table::open`] for a file on tier `tier` (reported by [`Table::tier`] and in each
@@ -273,7 +274,7 @@ impl Table {
         file: Arc<dyn RandomAccessFile>,
         path: PathBuf,
         cache: Option<Arc<BlockCache>>,
-        tier: usize,
+        tier: TierId,
     ) -> Result<Arc<Table>> {
         let size = file.size();
         let Some(blocks_end) = size.checked_sub(FOOTER_LEN as u64) else {
@@ -314,7 +315,7 @@ impl Table {
         &self,
         file: Arc<dyn RandomAccessFile>,
         path: PathBuf,
-        tier: usize,
+        tier: TierId,
     ) -> Result<Arc<Table>> {
         if file.size() != self.props.file_size {
             let what = format!(
@@ -342,8 +343,8 @@ impl Table {
         }))
     }
 
-    /// The tier this table's file is read from (0 unless opened with [`Table::open_on_tier`]).
-    pub fn tier(&self) -> usize {
+    /// The tier this table's file is read from (the fast tier unless opened with [`Table::open_on_tier`]).
+    pub fn tier(&self) -> TierId {
         self.tier
     }
 

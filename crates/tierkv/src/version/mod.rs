@@ -15,6 +15,7 @@ pub use set::{RecoveredManifest, VersionSet, CURRENT_FILE};
 
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo};
+use crate::tier::TierId;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -23,8 +24,8 @@ use std::sync::Arc;
 pub struct FileMeta {
     /// File number.
     pub number: u64,
-    /// Index of the tier the file is on.
-    pub tier: usize,
+    /// The tier the file is on.
+    pub tier: TierId,
     /// Size in bytes.
     pub size: u64,
     /// Smallest internal key.
@@ -241,7 +242,7 @@ pub(crate) mod tests {
     pub(crate) fn meta(number: u64, lo: &[u8], hi: &[u8], size: u64, seq: SeqNo) -> Arc<FileMeta> {
         Arc::new(FileMeta {
             number,
-            tier: 0,
+            tier: TierId::FAST,
             size,
             smallest: internal_key(lo, seq, ValueKind::Value),
             largest: internal_key(hi, seq, ValueKind::Value),

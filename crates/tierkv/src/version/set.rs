@@ -10,7 +10,7 @@ use super::{FileMeta, Version, VersionEdit, DB_FORMAT_VERSION};
 use crate::env::{self, Fs};
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
-use crate::tier::{FileKind, Tiers, WriteKind};
+use crate::tier::{FileKind, TierId, Tiers, WriteKind};
 use crate::wal::log::{LogReader, LogWriter, RecoveryMode};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
@@ -139,7 +139,7 @@ impl VersionSet {
         recovered: Option<&RecoveredManifest>,
         manifest_roll_bytes: u64,
     ) -> Result<VersionSet> {
-        let dir = tiers.get(0).dir.clone();
+        let dir = tiers.fast().dir.clone();
         let set = VersionSet {
             tiers,
             dir,
@@ -271,13 +271,13 @@ impl VersionSet {
     }
 
     /// Every table (tier, number) listed by a live version.
-    pub fn live_tables(&self) -> std::collections::HashSet<(usize, u64)> {
+    pub fn live_tables(&self) -> std::collections::HashSet<(TierId, u64)> {
         let live: Vec<Arc<Version>> = {
             let mut live = self.live.lock();
             live.retain(|w| w.strong_count() > 0);
             live.iter().filter_map(Weak::upgrade).collect()
         };
-        let mut tables: std::collections::HashSet<(usize, u64)> = live
+        let mut tables: std::collections::HashSet<(TierId, u64)> = live
             .iter()
             .flat_map(|v| v.all_files().map(|(_, f)| (f.tier, f.number)))
             .collect();
@@ -300,8 +300,10 @@ impl VersionSet {
     /// it and installs the result. The caller holds the `manifest` lock.
     fn start_manifest(&self, mut edit: VersionEdit) -> Result<Manifest> {
         let number = self.new_file_number();
-        let path = self.tiers.path(0, FileKind::Manifest, number);
-        let file = self.tiers.create(0, &path, WriteKind::Meta, 64 << 10)?;
+        let path = self.tiers.path(TierId::FAST, FileKind::Manifest, number);
+        let file = self
+            .tiers
+            .create(TierId::FAST, &path, WriteKind::Meta, 64 << 10)?;
         let mut writer = LogWriter::new(file, path);
         let base = self.current();
         let version = self.apply_edit(&base, &edit)?;
@@ -315,7 +317,7 @@ impl VersionSet {
             current.as_bytes(),
         )?;
         self.tiers
-            .count_write(0, WriteKind::Meta, current.len() as u64);
+            .count_write(TierId::FAST, WriteKind::Meta, current.len() as u64);
         self.install_edit(&base, &edit, version);
         Ok(Manifest { writer, number })
     }
@@ -395,7 +397,7 @@ impl VersionSet {
     }
 }
 
-fn meta_from_new_file(nf: &super::NewFile, tier: usize) -> FileMeta {
+fn meta_from_new_file(nf: &super::NewFile, tier: TierId) -> FileMeta {
     FileMeta {
         number: nf.number,
         tier,

@@ -27,7 +27,7 @@ use crate::handle::Completer;
 use crate::memtable::MemTable;
 use crate::options::{Durability, Options};
 use crate::stats::Counters;
-use crate::tier::{FileKind, Tiers, WriteKind};
+use crate::tier::{FileKind, TierId, Tiers, WriteKind};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -70,12 +70,12 @@ impl GroupWal {
     pub fn open(opts: &Options, tiers: &Arc<Tiers>, number: u64) -> Result<Arc<GroupWal>> {
         let preallocation = opts.wal_preallocation_step();
         let writer = create_log(tiers, number, preallocation)?;
-        tiers.fs().sync_dir(&tiers.get(0).dir)?;
+        tiers.fs().sync_dir(&tiers.fast().dir)?;
         let files = WalSet::new(
             number,
             writer,
             Arc::clone(tiers.fs()),
-            tiers.get(0).dir.clone(),
+            tiers.fast().dir.clone(),
         );
         Ok(Arc::new_cyclic(|me| GroupWal {
             files: Mutex::new(Some(files)),
@@ -231,9 +231,9 @@ impl GroupWal {
 
 /// Creates log file `number` on tier 0.
 fn create_log(tiers: &Tiers, number: u64, preallocation: u64) -> Result<LogWriter> {
-    let path = tiers.path(0, FileKind::Wal, number);
+    let path = tiers.path(TierId::FAST, FileKind::Wal, number);
     let file = tiers
-        .create(0, &path, WriteKind::Wal, WAL_BUFFER)?
+        .create(TierId::FAST, &path, WriteKind::Wal, WAL_BUFFER)?
         .with_preallocation(preallocation);
     Ok(LogWriter::new(file, path))
 }

@@ -170,7 +170,7 @@ pub(crate) struct ParallelWal {
 /// Removes the area of a database opened in another mode: recovery put what it held into
 /// tables.
 pub(crate) fn remove_area(tiers: &Tiers) -> Result<()> {
-    let area = tiers.get(0).dir.join(AREA_FILE);
+    let area = tiers.fast().dir.join(AREA_FILE);
     if tiers.fs().exists(&area) {
         tiers.fs().remove_file(&area)?;
     }
@@ -203,9 +203,9 @@ impl ParallelWal {
             groups: opts.wal_groups(),
             group_pages: opts.wal_group_bytes() / PAGE as u64,
         };
-        let path = tiers.get(0).dir.join(AREA_FILE);
+        let path = tiers.fast().dir.join(AREA_FILE);
         let area = Area::open(tiers.fs().as_ref(), &path, layout, prev)?;
-        tiers.fs().sync_dir(&tiers.get(0).dir)?;
+        tiers.fs().sync_dir(&tiers.fast().dir)?;
         Ok(Arc::new_cyclic(|me| ParallelWal {
             area,
             cover: CoverSync::new(),
@@ -404,7 +404,7 @@ impl ParallelWal {
         let offset = self.area.layout().page_offset(group.slot, first_page);
         Counters::add(&host.counters().wal_runs, 1);
         Counters::add(&host.counters().wal_pages, pages);
-        let tier0 = &self.tiers.get(0).counters;
+        let tier0 = &self.tiers.fast().counters;
         tier0.written[WriteKind::Wal as usize].fetch_add(pages * PAGE as u64, Ordering::Relaxed);
         Some((
             Run {

@@ -3,9 +3,8 @@
 //!
 //! The flush reserve (`Options::flush_reserve`) keeps room on tier 0 that only memtable
 //! flushes may fill, so a write burst finds the upper levels' room free. On a read-mostly
-//! workload that room sits empty: a 95%-read run in the lab flushed twice in twenty seconds
-//! while 112 MiB of the fast tier held nothing and deep tables were read from the throttled
-//! capacity tier (BENCHMARKS.md, session 8).
+//! workload that room sits empty, flushed into rarely, while deep tables are read from the
+//! throttled capacity tier (BENCHMARKS.md).
 //!
 //! [`ReserveLender`] decides how much of the reserve to hold from what writes do: all of it
 //! while writes flow; only `floor` (room for two flushes) once writes have been quiet for
@@ -16,11 +15,11 @@
 //! rate for seconds at a time.
 //!
 //! What is lent is only ever used by replicas (`db::replica`), which give it back at once, so
-//! an idle pause may lend too. (Lent to tables, it took migration seconds to give back: lent
-//! during the pause after a load in the lab, the room filled with deep tables, and the next
-//! write burst found L1's room taken and a write waited 183 ms.)
+//! an idle pause may lend too. (Lent to tables, it would take migration seconds to give back:
+//! room lent in the pause after a load fills with deep tables, and the next write burst finds
+//! L1's room taken and its writes wait.)
 //!
-//! Pure policy, like `autoplace`: readings in, a reserve out; time comes in as `Instant`s.
+//! Pure policy, like `auto`: readings in, a reserve out; time comes in as `Instant`s.
 
 use std::time::{Duration, Instant};
 
@@ -31,8 +30,7 @@ pub const QUIET_FILL: Duration = Duration::from_secs(5);
 pub const BUSY_FILL: Duration = Duration::from_millis(2500);
 /// How long writes must stay quiet before the reserve is lent (beyond the monitor's one-second
 /// window the rate is read over). Short, because on a read-mostly run each second without the
-/// loan is a second with less of the tree on the fast tier: with 5 s, a 19 s ycsb-b run in the
-/// lab lent only from its sixth second and ran 1.29x RocksDB's throughput.
+/// loan is a second with less of the tree on the fast tier.
 pub const QUIET_HOLD: Duration = Duration::from_secs(2);
 
 /// What the lender reads every sample.

@@ -23,9 +23,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 /// Default low utilisation threshold (`BW_L`): below it the fast tier has bandwidth to spare
-/// and the pointer may move down. Chosen with `BW_H` by a sweep in the tier lab
-/// (`scripts/sweep-placement.sh`, BENCHMARKS.md): 0.5/0.8 had the best median throughput and
-/// p99 on the multiphase workload; 0.2/0.5 was slowest.
+/// and the pointer may move down. Chosen with `BW_H` by a sweep of both thresholds
+/// (`scripts/sweep-placement.sh`; results in BENCHMARKS.md): lower pairs keep the pointer
+/// too shallow and leave the fast tier's bandwidth unused.
 pub const DEFAULT_BW_LOW: f64 = 0.5;
 /// Default high utilisation threshold (`BW_H`): above it the fast tier is busy enough that
 /// table I/O may delay the WAL, so the pointer moves up. Chosen with `BW_L` (see there). The
@@ -33,30 +33,28 @@ pub const DEFAULT_BW_LOW: f64 = 0.5;
 pub const DEFAULT_BW_HIGH: f64 = 0.8;
 /// Default high space watermark, as a share of the fast tier's table budget (budget minus the
 /// WAL and flush reserves): above it the pointer moves up and the coldest files should move
-/// down. Chosen with the target in the lab (BENCHMARKS.md). Before the flush reserve, a sweep
-/// on ycsb-b picked 0.9/0.8 (0.8/0.7 left fast space unused; 0.97/0.9 copied more tables back
-/// and forth, as flushes kept crossing the watermark). The reserve now gives flushes their
-/// room, and 0.9/0.8 over the smaller budget left ycsb-b 8% slower than no reserve; 0.95/0.88
-/// held as much on the fast tier as no reserve did and kept multiphase free of write stops. Not
-/// higher: a compaction output reserves up to 1.125 tables, and the watermark must be reached
-/// before outputs stop fitting, or the controller never sees a full tier.
+/// down. Chosen with the target by a sweep (BENCHMARKS.md). Lower pairs leave fast space
+/// unused; pairs closer to full copy tables back and forth as flushes cross the watermark.
+/// The budget already leaves out the flush reserve, so the watermark can sit close to it.
+/// Not higher: a compaction output reserves up to 1.125 tables, and the watermark must be
+/// reached before outputs stop fitting, or the controller never sees a full tier.
 pub const DEFAULT_SPACE_HIGH: f64 = 0.95;
 /// Default space target of a move-down migration, as a share of the budget: migrating to
 /// below the watermark, not just to it, keeps the next table from crossing it again at once.
 /// Chosen with the watermark (see there).
 pub const DEFAULT_SPACE_TARGET: f64 = 0.88;
 /// Default pace of a migration while foreground requests flow, bytes/s (unpaced when they
-/// stop): a trickle, because its reads share the slower tier with foreground reads. One block
-/// of Fig. 8's ycsb-b in the paper's setting (BENCHMARKS.md) ran 64 MiB/s beside it: 30 402
-/// against 33 239 ops/s, ending with less on the fast tier, so no gain was shown for more.
+/// stop): a trickle, because its reads share the slower tier with foreground reads. A faster
+/// pace cost foreground throughput without leaving more on the fast tier (BENCHMARKS.md).
 pub const DEFAULT_MIGRATION_BUSY_RATE: u64 = 16 << 20;
 /// Default pointer step, as a share of a level: a quarter level per move lets the pointer
-/// settle inside a level (SpanDB's best run held ~72% of L4) without crawling. Not swept.
+/// settle inside a level (SpanDB's best configuration holds about 72% of L4) without
+/// crawling. Not swept.
 pub const DEFAULT_STEP: f64 = 0.25;
 /// How far below `space_target` usage must fall before a tier that hit the watermark may
-/// have tables copied up, or the pointer move down, again. NB: without it, copies up refilled
-/// the tier to the watermark, copies down emptied it to the target, and the same tables went
-/// back and forth (14 copies in a 21 s read-heavy run).
+/// have tables copied up, or the pointer move down, again. NB: without it, copies up refill
+/// the tier to the watermark, copies down empty it to the target, and the same tables go
+/// back and forth.
 const SPACE_BOUND_RELEASE: f64 = 0.2;
 
 /// Utilisation at which the fast tier counts as saturated: its bandwidth ceiling is reached,
@@ -387,8 +385,8 @@ impl AutoPlace {
     /// NB: a move up does not free space, it only sends later tables elsewhere; migration
     /// frees it. So once the pointer moved up for space, it moves up for space again only if
     /// usage still grows (tables keep arriving); a full but steady tier is left to migration.
-    /// (Stepping on each second of a full tier walked the pointer from L5 to L1 and back while
-    /// migration caught up, and the churn cost a read-heavy run a tenth of its throughput.)
+    /// (Stepping on each second of a full tier would walk the pointer up several levels and
+    /// back while migration catches up, and the churn costs read throughput.)
     fn up_reason(&self, r: &Reading) -> Option<Reason> {
         let still_filling = self
             .space_at_last_space_move
@@ -398,14 +396,13 @@ impl AutoPlace {
         } else if r.utilisation > self.config.bw_high && self.position > self.steps {
             // NB: bandwidth never uncovers L0 (only space does). The WAL's own load does not
             // move with the pointer, so on a tier the WAL nearly fills, stepping on past L1
-            // only sent flushes to the slower tier: 0.77x LAD-1's throughput in the lab with
-            // the fast tier held to 200 MB/s, where LAD-1 was the best split.
+            // would only send flushes to the slower tier and slow every write.
             Some(Reason::BandwidthHigh)
         } else {
             // NB: a write stall alone is no reason to move up. Stalls come from compaction
             // falling behind; sending the top levels' outputs to the slower tier only slows
-            // compaction further (a lab load moved the pointer into L1 on stalls at utilisation
-            // 0.55 with 40% of the budget free). A saturated tier shows as `BW_H`.
+            // compaction further, even with fast bandwidth and space to spare. A saturated
+            // tier shows as `BW_H`.
             None
         }
     }
@@ -413,12 +410,11 @@ impl AutoPlace {
     /// Where an up move for `reason` goes: one step; a whole level (not past L1+0%) for
     /// bandwidth on a tier at or past its ceiling.
     ///
-    /// NB: a quarter step a second was too slow for a saturated tier. On write-only in the
-    /// paper's setting the pointer took four of a run's eight seconds to walk from L2+0% to
-    /// L1+0% at utilisation 1.2-2.6, and the run ended 0.89x the best fixed split. With whole
-    /// levels it got there in two moves, but the one run measured since (0.81x, every split
-    /// slower than before) shows no gain yet (BENCHMARKS.md, session 8). Below the ceiling,
-    /// single steps keep the pointer able to settle inside a level.
+    /// NB: a quarter step a second is too slow for a saturated tier: on a write-only load the
+    /// pointer spends half of a short run walking one level up a step at a time, while the
+    /// WAL queues behind table I/O. Whole levels get there in two moves (the measured gain is
+    /// not yet clear; see BENCHMARKS.md). Below the ceiling, single steps keep the pointer able
+    /// to settle inside a level.
     fn up_target(&self, reason: Reason, r: &Reading) -> Option<usize> {
         let one_step = self.position.checked_sub(1)?;
         if reason == Reason::BandwidthHigh && r.utilisation >= SATURATED {

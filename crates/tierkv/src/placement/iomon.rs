@@ -1,6 +1,6 @@
 //! I/O monitor: per-tier bytes/s and IOPS over a sliding window, split by kind of I/O.
 //!
-//! The `placement = auto` controller (`autoplace`) needs to know how busy the fast tier is; this
+//! The `placement = auto` controller (`auto`) needs to know how busy the fast tier is; this
 //! module turns byte and operation counts into rates. It is pure bookkeeping: no I/O, no threads,
 //! no clock. Every time-dependent call takes an `Instant`, so tests drive time by hand.
 //!
@@ -22,6 +22,7 @@
 //! INVARIANT: a bucket's `epoch` is the index of the time slice it holds; buckets whose epoch is
 //! older than `current - buckets + 1` are dead and are reset before reuse.
 
+use crate::tier::TierId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -229,16 +230,16 @@ impl IoMonitor {
 
     /// Sets a tier's bandwidth ceiling in bytes/s (`None` = unknown). Takes effect at the next
     /// sample. Out-of-range tiers are ignored.
-    pub fn set_ceiling(&self, tier: usize, bytes_per_sec: Option<u64>) {
-        if let Some(t) = self.lock().tiers.get_mut(tier) {
+    pub fn set_ceiling(&self, tier: TierId, bytes_per_sec: Option<u64>) {
+        if let Some(t) = self.lock().tiers.get_mut(tier.index()) {
             t.ceiling = bytes_per_sec;
         }
     }
 
     /// Counts `bytes` in `ops` operations of `kind` on `tier`. Lock-free (two relaxed adds), for
     /// hot paths. Out-of-range tiers are ignored: a monitor must never fail an I/O.
-    pub fn record(&self, tier: usize, kind: IoKind, bytes: u64, ops: u64) {
-        if let Some(p) = self.pending.get(tier) {
+    pub fn record(&self, tier: TierId, kind: IoKind, bytes: u64, ops: u64) {
+        if let Some(p) = self.pending.get(tier.index()) {
             p.bytes[kind.index()].fetch_add(bytes, Ordering::Relaxed);
             p.ops[kind.index()].fetch_add(ops, Ordering::Relaxed);
         }
@@ -250,7 +251,7 @@ impl IoMonitor {
     /// restart) counts as growth from zero, never as a huge spike.
     pub fn observe_cumulative(
         &self,
-        tier: usize,
+        tier: TierId,
         kind: IoKind,
         total_bytes: u64,
         total_ops: u64,
@@ -258,7 +259,7 @@ impl IoMonitor {
     ) {
         let mut inner = self.lock();
         let epoch = self.advance(&mut inner, now);
-        let Some(t) = inner.tiers.get_mut(tier) else {
+        let Some(t) = inner.tiers.get_mut(tier.index()) else {
             return;
         };
         let base = &mut t.baselines[kind.index()];
@@ -285,10 +286,10 @@ impl IoMonitor {
 
     /// The rates of `tier` as of the last sample (all zero before the first, or when out of
     /// range).
-    pub fn window(&self, tier: usize) -> TierWindow {
+    pub fn window(&self, tier: TierId) -> TierWindow {
         self.lock()
             .tiers
-            .get(tier)
+            .get(tier.index())
             .map(|t| t.last.clone())
             .unwrap_or_default()
     }
@@ -431,20 +432,24 @@ mod tests {
     fn rate_over_full_window() {
         let (m, t0) = monitor(2);
         for i in 1..=10 {
-            m.record(0, IoKind::Wal, 1000, 2);
+            m.record(TierId::FAST, IoKind::Wal, 1000, 2);
             m.sample(t0 + 100 * MS * i);
         }
-        let w = m.window(0);
+        let w = m.window(TierId::FAST);
         assert_eq!(w.covered, Duration::from_secs(1));
         assert!(approx(w.kind(IoKind::Wal).bytes_per_sec, 10_000.0));
         assert!(approx(w.kind(IoKind::Wal).ops_per_sec, 20.0));
-        assert_eq!(m.window(1).total, Rate::default(), "other tier untouched");
+        assert_eq!(
+            m.window(TierId::CAPACITY).total,
+            Rate::default(),
+            "other tier untouched"
+        );
     }
 
     #[test]
     fn young_window_is_not_diluted() {
         let (m, t0) = monitor(1);
-        m.record(0, IoKind::Flush, 500, 1);
+        m.record(TierId::FAST, IoKind::Flush, 500, 1);
         let w = &m.sample(t0 + 250 * MS)[0];
         assert_eq!(w.covered, 250 * MS);
         assert!(approx(w.total.bytes_per_sec, 2000.0));
@@ -459,11 +464,11 @@ mod tests {
     fn partial_current_bucket() {
         let (m, t0) = monitor(1);
         for i in 1..=20 {
-            m.record(0, IoKind::Wal, 100, 1);
+            m.record(TierId::FAST, IoKind::Wal, 100, 1);
             m.sample(t0 + 100 * MS * i);
         }
         // 50 ms into a new bucket: 9 full buckets + 50 ms, 9 * 100 bytes + the new 100.
-        m.record(0, IoKind::Wal, 100, 1);
+        m.record(TierId::FAST, IoKind::Wal, 100, 1);
         let w = &m.sample(t0 + 2050 * MS)[0];
         assert_eq!(w.covered, 950 * MS);
         assert!(approx(w.total.bytes_per_sec, 1000.0 / 0.95));
@@ -472,7 +477,7 @@ mod tests {
     #[test]
     fn buckets_expire() {
         let (m, t0) = monitor(1);
-        m.record(0, IoKind::Compaction, 1_000_000, 10);
+        m.record(TierId::FAST, IoKind::Compaction, 1_000_000, 10);
         let w = &m.sample(t0 + 100 * MS)[0];
         assert!(approx(w.total.bytes_per_sec, 10_000_000.0));
         let w = &m.sample(t0 + 1000 * MS)[0];
@@ -483,7 +488,7 @@ mod tests {
         let w = &m.sample(t0 + 1100 * MS)[0];
         assert_eq!(w.total, Rate::default(), "first bucket slid out");
         // A long idle gap: the ring slot is reused for a much later epoch, old data gone.
-        m.record(0, IoKind::Wal, 10, 1);
+        m.record(TierId::FAST, IoKind::Wal, 10, 1);
         let w = &m.sample(t0 + 60_000 * MS)[0];
         assert!(approx(w.total.bytes_per_sec, 10.0));
     }
@@ -491,10 +496,10 @@ mod tests {
     #[test]
     fn kinds_are_split_and_summed() {
         let (m, t0) = monitor(1);
-        m.record(0, IoKind::ForegroundRead, 4096, 1);
-        m.record(0, IoKind::ForegroundRead, 4096, 1);
-        m.record(0, IoKind::Wal, 1000, 1);
-        m.record(0, IoKind::Migration, 3000, 3);
+        m.record(TierId::FAST, IoKind::ForegroundRead, 4096, 1);
+        m.record(TierId::FAST, IoKind::ForegroundRead, 4096, 1);
+        m.record(TierId::FAST, IoKind::Wal, 1000, 1);
+        m.record(TierId::FAST, IoKind::Migration, 3000, 3);
         let w = &m.sample(t0 + 1000 * MS)[0];
         assert!(approx(w.kind(IoKind::ForegroundRead).bytes_per_sec, 8192.0));
         assert!(approx(w.kind(IoKind::ForegroundRead).ops_per_sec, 2.0));
@@ -507,22 +512,22 @@ mod tests {
     #[test]
     fn utilisation_needs_a_ceiling() {
         let (m, t0) = monitor(2);
-        m.set_ceiling(0, Some(100_000));
-        m.set_ceiling(1, Some(0));
-        m.record(0, IoKind::Wal, 50_000, 5);
-        m.record(1, IoKind::Wal, 50_000, 5);
+        m.set_ceiling(TierId::FAST, Some(100_000));
+        m.set_ceiling(TierId::CAPACITY, Some(0));
+        m.record(TierId::FAST, IoKind::Wal, 50_000, 5);
+        m.record(TierId::CAPACITY, IoKind::Wal, 50_000, 5);
         let ws = m.sample(t0 + 1000 * MS);
         assert_eq!(ws[0].ceiling, Some(100_000));
         assert!(approx(ws[0].utilisation.unwrap(), 0.5));
         assert_eq!(ws[1].utilisation, None, "zero ceiling is unknown");
-        m.set_ceiling(0, None);
+        m.set_ceiling(TierId::FAST, None);
         assert_eq!(m.sample(t0 + 1000 * MS)[0].utilisation, None);
     }
 
     #[test]
     fn cumulative_counters_take_deltas() {
         let (m, t0) = monitor(1);
-        let obs = |b, o, ms| m.observe_cumulative(0, IoKind::Flush, b, o, t0 + ms * MS);
+        let obs = |b, o, ms| m.observe_cumulative(TierId::FAST, IoKind::Flush, b, o, t0 + ms * MS);
         obs(1_000_000_000, 100, 0); // history before the monitor: baseline only
         obs(1_000_010_000, 110, 500);
         obs(1_000_030_000, 120, 1000);
@@ -549,7 +554,7 @@ mod tests {
     #[test]
     fn cumulative_restart_counts_from_zero() {
         let (m, t0) = monitor(1);
-        let obs = |b, ms| m.observe_cumulative(0, IoKind::Wal, b, b / 100, t0 + ms * MS);
+        let obs = |b, ms| m.observe_cumulative(TierId::FAST, IoKind::Wal, b, b / 100, t0 + ms * MS);
         obs(5_000_000, 0);
         obs(5_001_000, 300);
         obs(2_000, 600); // counters restarted at 0 and reached 2,000
@@ -561,11 +566,11 @@ mod tests {
     #[test]
     fn record_ignores_unknown_tier() {
         let (m, t0) = monitor(1);
-        m.record(7, IoKind::Wal, 1, 1);
-        m.observe_cumulative(7, IoKind::Wal, 1, 1, t0);
-        m.set_ceiling(7, Some(1));
+        m.record(TierId::new(7), IoKind::Wal, 1, 1);
+        m.observe_cumulative(TierId::new(7), IoKind::Wal, 1, 1, t0);
+        m.set_ceiling(TierId::new(7), Some(1));
         assert_eq!(m.sample(t0 + MS).len(), 1);
-        assert_eq!(m.window(7), TierWindow::default());
+        assert_eq!(m.window(TierId::new(7)), TierWindow::default());
     }
 
     #[test]
@@ -573,7 +578,7 @@ mod tests {
         let (m, t0) = monitor(1);
         std::thread::scope(|s| {
             for _ in 0..4 {
-                s.spawn(|| (0..1000).for_each(|_| m.record(0, IoKind::Wal, 10, 1)));
+                s.spawn(|| (0..1000).for_each(|_| m.record(TierId::FAST, IoKind::Wal, 10, 1)));
             }
         });
         let w = &m.sample(t0 + 1000 * MS)[0];
@@ -589,7 +594,7 @@ mod tests {
         };
         let t0 = Instant::now();
         let m = IoMonitor::new(1, cfg, t0);
-        m.record(0, IoKind::Wal, 10, 1);
+        m.record(TierId::FAST, IoKind::Wal, 10, 1);
         let w = &m.sample(t0 + MS)[0];
         assert!(w.total.bytes_per_sec.is_finite());
     }
