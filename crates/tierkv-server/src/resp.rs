@@ -264,6 +264,16 @@ impl Parser {
         if args.len() > self.limits.max_args {
             return self.too_many_args();
         }
+        // NB: the same limits as a multibulk request, so both forms accept the same requests.
+        if args.iter().any(|a| a.len() > self.limits.max_bulk) {
+            return perr("invalid bulk length");
+        }
+        if args.iter().map(Vec::len).sum::<usize>() > self.limits.max_request {
+            return perr(format!(
+                "request larger than {} bytes (max request size)",
+                self.limits.max_request
+            ));
+        }
         let consumed = pos + end + 1;
         if args.is_empty() {
             // NB: an empty line is skipped, as Redis does; the caller parses on.
