@@ -148,7 +148,9 @@ run_big() {
     row "GET on $big_keys keys of 1000 bytes ($(du -sh "$dir/$name" | cut -f1) on disk) under a $mem_limit memory cgroup, 50 clients"
     row ""
     in_cgroup "$server" "${tiers[@]}" --bench-inprocess 10 --bench-keyspace "$big_keys" --bench-clients 50 | tee -a "$out"
-    in_cgroup "$server" "${tiers[@]}" --port $((base + 1)) >"$dir/$name.log" 2>&1 &
+    # NB: exec all the way down, so $! is the server itself and stop_all reaches it.
+    (exec sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$server" "${tiers[@]}" \
+        --port $((base + 1))) >"$dir/$name.log" 2>&1 &
     pids+=($!)
     wait_port $((base + 1))
     for pipe in 1 16; do
