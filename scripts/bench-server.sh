@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# tierkv-server against redis-server, measured with redis-benchmark in one run, on loopback.
+#
+#   scripts/bench-server.sh [all|sync|get|big|proxy]   (default all; results also in $OUT)
+#
+# Experiments (50 clients each; each run is short, so expect noise on a small machine):
+#   sync   SET, tierkv --durability sync vs redis appendfsync always, and flush vs everysec,
+#          with -P 16 and without pipelining; data fits in memory.
+#   get    GET on data that fits in memory, both servers, -P 16 and -P 1.
+#   big    GET on data several times a memory limit: tierkv-server in a memory cgroup (v1,
+#          /sys/fs/cgroup/memory; needs root) against the engine measured in-process
+#          (tierkv-server --bench-inprocess: the same async GETs, 50 concurrent, no network)
+#          in the same cgroup. redis-server cannot hold such data and is not run.
+#   proxy  one shard directly vs the same shard through nutcracker, and two shards behind it.
+#
+# Environment: BENCH_DIR (default /tmp/tierkv-bench-server), PORT_BASE (default 7700),
+# REQUESTS (SETs/GETs per pipelined run, default 400000; unpipelined runs do a quarter),
+# BIG_KEYS (default 500000 keys of 1000 bytes), MEM_LIMIT (default 128M), OUT (result file).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+what="${1:-all}"
+dir="${BENCH_DIR:-/tmp/tierkv-bench-server}"
+base="${PORT_BASE:-7700}"
+requests="${REQUESTS:-400000}"
+big_keys="${BIG_KEYS:-500000}"
+mem_limit="${MEM_LIMIT:-128M}"
+out="${OUT:-$dir/results.md}"
+server="$root/target/release/tierkv-server"
+cg=/sys/fs/cgroup/memory/tierkv-bench-server
+
+for tool in redis-benchmark redis-server redis-cli; do
+    command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install redis-tools redis-server" >&2; exit 1; }
+done
+(cd "$root" && cargo build --release -q -p tierkv-server)
+mkdir -p "$dir"
+: >"$out"
+
+pids=()
+stop_all() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    pids=()
+}
+cleanup() {
+    stop_all
+    [ -d "$cg" ] && rmdir "$cg" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_port() {
+    for _ in $(seq 1 400); do
+        redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    echo "nothing answers on port $1" >&2
+    exit 1
+}
+
+# tierkv PORT NAME [flags...]: a fresh tierkv-server.
+tierkv() {
+    local port=$1 name=$2
+    shift 2
+    rm -rf "${dir:?}/$name"
+    "$server" --port "$port" --tier "fast=$dir/$name/fast" --tier "capacity=$dir/$name/capacity" \
+        "$@" >"$dir/$name.log" 2>&1 &
+    pids+=($!)
+    wait_port "$port"
+}
+
+# redis PORT NAME FSYNC: a fresh redis-server with AOF at FSYNC.
+redis() {
+    local port=$1 name=$2 fsync=$3
+    rm -rf "${dir:?}/$name" && mkdir -p "$dir/$name"
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/$name" --save "" \
+        --appendonly yes --appendfsync "$fsync" --daemonize no >"$dir/$name.log" 2>&1 &
+    pids+=($!)
+    wait_port "$port"
+}
+
+# bench PORT TEST PIPELINE N [extra]: prints "rps p99_ms" (redis-benchmark --csv).
+bench() {
+    local port=$1 test=$2 pipe=$3 n=$4
+    shift 4
+    redis-benchmark -p "$port" -c 50 -P "$pipe" -n "$n" -r 100000 -t "$test" --csv "$@" 2>/dev/null |
+        awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }'
+}
+
+row() { printf '%s\n' "$*" | tee -a "$out"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+# compare LABEL TKV_PORT BASE_PORT TEST PIPE N: one row, tierkv then the baseline.
+compare() {
+    local label=$1 a=$2 b=$3 test=$4 pipe=$5 n=$6
+    read -r ra pa < <(bench "$a" "$test" "$pipe" "$n")
+    read -r rb pb < <(bench "$b" "$test" "$pipe" "$n")
+    row "| $label | $ra | $pa | $rb | $pb | $(ratio "$ra" "$rb") |"
+}
+
+header() {
+    row ""
+    row "$1"
+    row ""
+    row "| run | tierkv-server rps | p99 ms | $2 rps | p99 ms | ratio |"
+    row "|---|---|---|---|---|---|"
+}
+
+run_sync() {
+    header "SET, data in memory, 50 clients ($(date -u +%F))" "redis-server"
+    for pair in "sync always" "flush everysec"; do
+        read -r dur fsync <<<"$pair"
+        tierkv $((base + 1)) "tkv-$dur" --durability "$dur"
+        redis $((base + 2)) "redis-$fsync" "$fsync"
+        compare "SET -P 16, $dur vs appendfsync $fsync" $((base + 1)) $((base + 2)) set 16 "$requests"
+        compare "SET -P 1, $dur vs appendfsync $fsync" $((base + 1)) $((base + 2)) set 1 $((requests / 4))
+        stop_all
+    done
+}
+
+run_get() {
+    header "GET, data in memory (100000 keys of 3 bytes), 50 clients" "redis-server"
+    tierkv $((base + 1)) tkv-get --durability flush
+    redis $((base + 2)) redis-get everysec
+    for p in $((base + 1)) $((base + 2)); do bench "$p" set 16 "$requests" >/dev/null; done
+    compare "GET -P 16" $((base + 1)) $((base + 2)) get 16 "$requests"
+    compare "GET -P 1" $((base + 1)) $((base + 2)) get 1 $((requests / 4))
+    stop_all
+}
+
+# in_cgroup CMD...: runs CMD in the memory cgroup.
+in_cgroup() {
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}
+
+run_big() {
+    if ! mkdir -p "$cg" 2>/dev/null || ! echo "$mem_limit" >"$cg/memory.limit_in_bytes" 2>/dev/null; then
+        row "(big: no memory cgroup v1 at /sys/fs/cgroup/memory; skipped)"
+        return
+    fi
+    local name=tkv-big conf="$dir/big.toml"
+    printf 'compression = "none"\nblock_cache_bytes = "16MiB"\nwrite_buffer_size = "16MiB"\n' >"$conf"
+    rm -rf "${dir:?}/$name"
+    local tiers=(--tier "fast=$dir/$name/fast" --tier "capacity=$dir/$name/capacity" --config "$conf")
+    "$server" "${tiers[@]}" --bench-load "$big_keys" --bench-value-size 1000 | tee -a "$out"
+    sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+    row ""
+    row "GET on $big_keys keys of 1000 bytes ($(du -sh "$dir/$name" | cut -f1) on disk) under a $mem_limit memory cgroup, 50 clients"
+    row ""
+    in_cgroup "$server" "${tiers[@]}" --bench-inprocess 10 --bench-keyspace "$big_keys" --bench-clients 50 | tee -a "$out"
+    # NB: exec all the way down, so $! is the server itself and stop_all reaches it.
+    (exec sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$server" "${tiers[@]}" \
+        --port $((base + 1))) >"$dir/$name.log" 2>&1 &
+    pids+=($!)
+    wait_port $((base + 1))
+    for pipe in 1 16; do
+        local n=$((requests / 8))
+        [ "$pipe" = 16 ] && n=$((requests / 2))
+        read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -P "$pipe" -n "$n" -r "$big_keys" -t get --csv 2>/dev/null |
+            awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }')
+        row "server GET -P $pipe: $r rps, p99 $p ms"
+    done
+    row "cgroup peak memory: $(($(cat "$cg/memory.max_usage_in_bytes") >> 20)) MiB of $mem_limit"
+    stop_all
+}
+
+run_proxy() {
+    command -v nutcracker >/dev/null || { row "(proxy: nutcracker missing; skipped)"; return; }
+    header "nutcracker: one shard directly vs through the proxy (flush durability), 50 clients" "direct"
+    tierkv $((base + 1)) shard1 --durability flush
+    tierkv $((base + 2)) shard2 --durability flush
+    local conf="$dir/nutcracker"
+    for n in 1 2; do
+        {
+            printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' $((base + 10 * n))
+            printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n  servers:\n'
+            for ((i = 1; i <= n; i++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + i)) "$i"; done
+        } >"$conf$n.yml"
+        nutcracker -c "$conf$n.yml" -a 127.0.0.1 -s $((base + 10 * n + 5)) -o "$dir/nutcracker$n.log" &
+        pids+=($!)
+    done
+    wait_port $((base + 10)) && wait_port $((base + 20))
+    for test in set get; do
+        for pipe in 16 1; do
+            local n=$requests
+            [ "$pipe" = 1 ] && n=$((requests / 4))
+            compare "$test -P $pipe, 1 shard via proxy vs direct" $((base + 10)) $((base + 1)) "$test" "$pipe" "$n"
+            compare "$test -P $pipe, 2 shards via proxy vs 1 via proxy" $((base + 20)) $((base + 10)) "$test" "$pipe" "$n"
+        done
+    done
+    stop_all
+}
+
+echo "machine: $(nproc) cores, $(uname -r); redis $(redis-server --version | awk '{print $3}')" | tee -a "$out"
+case "$what" in
+    sync) run_sync ;;
+    get) run_get ;;
+    big) run_big ;;
+    proxy) run_proxy ;;
+    all) run_sync; run_get; run_big; run_proxy ;;
+    *) echo "usage: $0 [all|sync|get|big|proxy]" >&2; exit 2 ;;
+esac
+echo "results in $out"
