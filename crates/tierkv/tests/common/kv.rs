@@ -96,3 +96,14 @@ pub fn assert_same_entries(what: &str, got: &[Entry], want: &[Entry]) {
         show_entry(want.get(i)),
     );
 }
+
+/// A forward scan of `db` must hold exactly `model`.
+#[track_caller]
+pub fn assert_scan_matches(db: &Db, model: &Model, what: &str) {
+    let state = scan(db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+    assert_eq!(state.len(), model.len(), "{what}: key count");
+    assert!(
+        state == *model,
+        "{what}: the scan differs from what was written"
+    );
+}
