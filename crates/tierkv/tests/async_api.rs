@@ -23,8 +23,7 @@
 mod common;
 
 use common::{
-    block_on, block_on_counted, drop_within, small, wait_ready, within, TierSetup, HANDLE_LIMIT,
-    MODES, TEST_LIMIT,
+    block_on, block_on_counted, drop_within, each_mode, small, wait_ready, TierSetup, HANDLE_LIMIT,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -379,11 +378,7 @@ fn model_run(mode: WalMode) {
 
 #[test]
 fn every_handle_completes_once_and_matches_the_model() {
-    for mode in MODES {
-        within(&format!("model {mode:?}"), TEST_LIMIT, move || {
-            model_run(mode)
-        });
-    }
+    each_mode("model", model_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,13 +477,7 @@ fn wait_poll_await_run(mode: WalMode) {
 
 #[test]
 fn wait_poll_and_await_all_work() {
-    for mode in MODES {
-        within(
-            &format!("wait/poll/await {mode:?}"),
-            TEST_LIMIT,
-            move || wait_poll_await_run(mode),
-        );
-    }
+    each_mode("wait/poll/await", wait_poll_await_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -554,11 +543,7 @@ fn lucky_run(mode: WalMode) {
 
 #[test]
 fn lucky_reads_complete_inline() {
-    for mode in MODES {
-        within(&format!("lucky {mode:?}"), TEST_LIMIT, move || {
-            lucky_run(mode)
-        });
-    }
+    each_mode("lucky", lucky_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -665,11 +650,7 @@ fn busy_run(mode: WalMode) {
 
 #[test]
 fn busy_when_overloaded_and_working_after_retry() {
-    for mode in MODES {
-        within(&format!("busy {mode:?}"), TEST_LIMIT, move || {
-            busy_run(mode)
-        });
-    }
+    each_mode("busy", busy_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -824,11 +805,7 @@ fn other(mode: WalMode) -> WalMode {
 
 #[test]
 fn closing_with_requests_in_flight_resolves_every_handle() {
-    for mode in MODES {
-        within(&format!("close {mode:?}"), TEST_LIMIT, move || {
-            close_run(mode)
-        });
-    }
+    each_mode("close", close_run);
 }
 
 fn close_crash_run(mode: WalMode) {
@@ -866,11 +843,7 @@ fn close_crash_run(mode: WalMode) {
 
 #[test]
 fn power_loss_after_close_keeps_every_ok_sync_write() {
-    for mode in MODES {
-        within(&format!("close+crash {mode:?}"), TEST_LIMIT, move || {
-            close_crash_run(mode)
-        });
-    }
+    each_mode("close+crash", close_crash_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -996,11 +969,7 @@ fn scan_run(mode: WalMode) {
 
 #[test]
 fn submit_scan_is_ordered_bounded_and_honours_snapshots() {
-    for mode in MODES {
-        within(&format!("scan {mode:?}"), TEST_LIMIT, move || {
-            scan_run(mode)
-        });
-    }
+    each_mode("scan", scan_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1077,11 +1046,5 @@ fn no_spurious_busy_run(mode: WalMode) {
 /// only after the waiter was woken, so the next submit saw a stale count.
 #[test]
 fn no_busy_after_the_previous_request_completed() {
-    for mode in MODES {
-        within(
-            &format!("no spurious busy {mode:?}"),
-            TEST_LIMIT,
-            move || no_spurious_busy_run(mode),
-        );
-    }
+    each_mode("no spurious busy", no_spurious_busy_run);
 }

@@ -27,8 +27,8 @@
 mod common;
 
 use common::{
-    block_on, drop_within, env_u64, sized, small, submit, try_submit, wait_bounded, within, Crash,
-    TierSetup, MODES, TEST_LIMIT,
+    block_on, drop_within, each_mode, env_u64, sized, small, submit, try_submit, wait_bounded,
+    within, Crash, TierSetup, MODES, TEST_LIMIT,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -500,11 +500,7 @@ fn ordering_run(mode: WalMode) {
 
 #[test]
 fn acknowledged_writes_are_visible_in_order_and_batches_are_atomic() {
-    for mode in MODES {
-        within(&format!("ordering {mode:?}"), TEST_LIMIT, move || {
-            ordering_run(mode)
-        });
-    }
+    each_mode("ordering", ordering_run);
 }
 
 // ---------------------------------------------------------------------------------------------

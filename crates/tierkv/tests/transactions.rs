@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    block_on, crash_now, small, wait_bounded, within, Crash, TierSetup, MODES, TEST_LIMIT,
+    block_on, crash_now, each_mode, small, wait_bounded, within, Crash, TierSetup, MODES,
+    TEST_LIMIT,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,14 +22,12 @@ fn open_dir(dir: &Path, mode: WalMode) -> Db {
 }
 
 /// Runs the body once per WAL mode on a fresh directory, under a watchdog.
-fn each_mode(name: &str, body: fn(&Db, WalMode)) {
-    for mode in MODES {
-        within(&format!("{name} {mode:?}"), TEST_LIMIT, move || {
-            let dir = tempfile::tempdir().unwrap();
-            let db = open_dir(dir.path(), mode);
-            body(&db, mode);
-        });
-    }
+fn each_mode_on_a_db(name: &str, body: fn(&Db, WalMode)) {
+    each_mode(name, move |mode| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_dir(dir.path(), mode);
+        body(&db, mode);
+    });
 }
 
 fn get(db: &Db, key: &[u8]) -> Option<Vec<u8>> {
@@ -61,7 +60,7 @@ fn assert_conflict(r: Result<()>, key: &[u8], what: &str) {
 
 #[test]
 fn reads_see_own_writes() {
-    each_mode("own writes", |db, mode| {
+    each_mode_on_a_db("own writes", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"a", b"db-a").unwrap();
         db.put(&w, b"b", b"db-b").unwrap();
@@ -95,7 +94,7 @@ fn reads_see_own_writes() {
 
 #[test]
 fn rollback_and_drop_write_nothing() {
-    each_mode("rollback", |db, mode| {
+    each_mode_on_a_db("rollback", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"k", b"before").unwrap();
         let mut t = db.transaction();
@@ -122,7 +121,7 @@ fn rollback_and_drop_write_nothing() {
 
 #[test]
 fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
-    each_mode("race", |db, mode| {
+    each_mode_on_a_db("race", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"x", b"0").unwrap();
         db.put(&w, b"pre", b"kept").unwrap();
@@ -165,7 +164,7 @@ fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
 
 #[test]
 fn plain_write_to_a_read_key_fails_the_commit() {
-    each_mode("plain write", |db, mode| {
+    each_mode_on_a_db("plain write", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"r", b"1").unwrap();
         // A write after the read.
@@ -228,7 +227,7 @@ fn plain_write_to_a_read_key_fails_the_commit() {
 
 #[test]
 fn disjoint_transactions_both_commit() {
-    each_mode("disjoint", |db, mode| {
+    each_mode_on_a_db("disjoint", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"a", b"1").unwrap();
         db.put(&w, b"b", b"1").unwrap();
@@ -253,7 +252,7 @@ const INC_EACH: u64 = 100;
 
 #[test]
 fn concurrent_increments_add_up() {
-    each_mode("increments", |db, mode| {
+    each_mode_on_a_db("increments", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"counter", b"0").unwrap();
         let conflicts = AtomicU64::new(0);
@@ -317,7 +316,7 @@ fn concurrent_increments_add_up() {
 
 #[test]
 fn submit_commit_completes_and_reports_conflicts() {
-    each_mode("submit_commit", |db, mode| {
+    each_mode_on_a_db("submit_commit", |db, mode| {
         let w = WriteOptions::default();
         let mut t = db.transaction();
         t.put(b"s1", b"a").unwrap();

@@ -19,6 +19,6 @@ pub use kv::{
 pub use opts::{sized, small, tiny, MODES};
 pub use tiers::{TierSetup, CAPACITY, FAST};
 pub use wait::{
-    block_on, block_on_counted, submit, try_submit, wait_bounded, wait_for, wait_ready, within,
-    Blocked, HANDLE_LIMIT, TEST_LIMIT,
+    block_on, block_on_counted, each_mode, submit, try_submit, wait_bounded, wait_for, wait_ready,
+    within, Blocked, HANDLE_LIMIT, TEST_LIMIT,
 };

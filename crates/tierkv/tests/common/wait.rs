@@ -2,13 +2,14 @@
 //! (by polling, or as a future on a minimal executor), and retrying a submit while the engine is
 //! busy. Each fails the test instead of hanging it.
 
+use super::opts::MODES;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
-use tierkv::{Error, Handle, Result};
+use tierkv::{Error, Handle, Result, WalMode};
 
 /// How long a whole test body may run before the watchdog calls it a hang.
 pub const TEST_LIMIT: Duration = Duration::from_secs(60);
@@ -38,6 +39,14 @@ pub fn within<T: Send + 'static>(
             Err(panic) => std::panic::resume_unwind(panic),
         },
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
+    }
+}
+
+/// Runs `run` once per WAL mode, each under the watchdog ([`within`], [`TEST_LIMIT`]) named
+/// `name` and the mode.
+pub fn each_mode(name: &str, run: impl Fn(WalMode) + Copy + Send + 'static) {
+    for mode in MODES {
+        within(&format!("{name} {mode:?}"), TEST_LIMIT, move || run(mode));
     }
 }
 
