@@ -20,155 +20,33 @@
 //! Hangs are failures: each test body runs under a watchdog, and handles are collected with
 //! bounded waits.
 
+mod common;
+
+use common::{
+    block_on, block_on_counted, drop_within, each_mode, small, wait_ready, TierSetup, HANDLE_LIMIT,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind};
-use tierkv::{
-    Db, Error, Handle, Options, OptionsBuilder, ReadOptions, Result, TierConfig, WalMode,
-    WriteBatch, WriteOptions,
-};
-
-const MODES: [WalMode; 2] = [WalMode::Group, WalMode::Parallel];
-/// How long a whole test body may run before the watchdog calls it a hang.
-const TEST_LIMIT: Duration = Duration::from_secs(60);
-/// How long one handle may stay pending before the test calls it lost.
-const HANDLE_LIMIT: Duration = Duration::from_secs(20);
+use tierkv::{Db, Error, Handle, ReadOptions, Result, WalMode, WriteBatch, WriteOptions};
 
 // ---------------------------------------------------------------------------------------------
-// Helpers: options, watchdog, bounded waits, a minimal executor
+// Helpers
 
-/// Small memtables and tables so switches, flushes and compactions run during the tests.
-fn builder(mode: WalMode, write_buffer: usize) -> OptionsBuilder {
-    Options::builder()
-        .levels_on_fast(1)
-        .write_buffer_size(write_buffer)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(256 << 10)
-        .l0_compaction_trigger(2)
-        .wal(mode)
-}
-
-fn dir_options(dir: &Path, mode: WalMode, write_buffer: usize) -> OptionsBuilder {
-    builder(mode, write_buffer)
-        .tier(TierConfig::new("fast", dir.join("fast")))
-        .tier(TierConfig::new("capacity", dir.join("capacity")))
-}
-
-/// Runs `f` on its own thread and fails the test if it does not finish within `limit`.
-fn within<T: Send + 'static>(
-    what: &str,
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    let body = thread::Builder::new()
-        .name(what.to_string())
-        .spawn(move || {
-            let v = f();
-            let _ = tx.send(());
-            v
-        })
-        .expect("spawn test body");
-    match rx.recv_timeout(limit) {
-        Ok(()) => body.join().expect("test body"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
-    }
-}
-
-/// Polls `is_ready` until the handle completes or `HANDLE_LIMIT` passes (then fails the test),
-/// and takes the result.
+/// Waits for the handle within `HANDLE_LIMIT` and takes the result, checking that it can be
+/// taken only once and that a taken handle stays ready.
 fn wait_bounded<T>(mut h: Handle<T>, what: &str) -> Result<T> {
-    let deadline = Instant::now() + HANDLE_LIMIT;
-    let mut nap = Duration::from_micros(10);
-    while !h.is_ready() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: handle still pending after {HANDLE_LIMIT:?}"
-        );
-        thread::sleep(nap);
-        nap = (nap * 2).min(Duration::from_millis(5));
-    }
+    wait_ready(&h, what);
     let r = h
         .try_take()
         .unwrap_or_else(|| panic!("{what}: ready handle without a result"));
     assert!(h.try_take().is_none(), "{what}: result taken twice");
     assert!(h.is_ready(), "{what}: a taken handle stays ready");
     r
-}
-
-/// A waker that unparks the thread blocked in `block_on` and counts its wakes.
-struct ThreadWaker {
-    thread: thread::Thread,
-    woken: AtomicBool,
-    wakes: AtomicU64,
-}
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.wakes.fetch_add(1, Ordering::SeqCst);
-        self.thread.unpark();
-    }
-}
-
-/// What `block_on` saw: the output, how often the future was polled, how often it was woken.
-struct Blocked<T> {
-    out: T,
-    polls: u64,
-    wakes: u64,
-}
-
-/// Runs a future to completion on this thread, parking between polls. A future that returns
-/// `Pending` must wake the waker within `HANDLE_LIMIT`, else the test fails (a lost wake-up).
-fn block_on_counted<F: Future>(fut: F) -> Blocked<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    let state = Arc::new(ThreadWaker {
-        thread: thread::current(),
-        woken: AtomicBool::new(false),
-        wakes: AtomicU64::new(0),
-    });
-    let waker = Waker::from(Arc::clone(&state));
-    let mut cx = Context::from_waker(&waker);
-    let mut polls = 0;
-    loop {
-        state.woken.store(false, Ordering::SeqCst);
-        polls += 1;
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return Blocked {
-                out,
-                polls,
-                wakes: state.wakes.load(Ordering::SeqCst),
-            };
-        }
-        let deadline = Instant::now() + HANDLE_LIMIT;
-        while !state.woken.load(Ordering::SeqCst) {
-            let now = Instant::now();
-            assert!(
-                now < deadline,
-                "a pending future was not woken within {HANDLE_LIMIT:?}"
-            );
-            thread::park_timeout(deadline - now);
-        }
-    }
-}
-
-fn block_on<F: Future>(fut: F) -> F::Output {
-    block_on_counted(fut).out
 }
 
 fn assert_send_static<T: Send + 'static>(_: &T) {}
@@ -433,7 +311,8 @@ type ThreadResult = (BTreeMap<Vec<u8>, Vec<u8>>, u64, u64);
 
 fn model_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = dir_options(dir.path(), mode, 64 << 10)
+    let opts = small(mode, 64 << 10)
+        .tiers_in(dir.path())
         .max_pending_requests(4096)
         .build()
         .unwrap();
@@ -499,11 +378,7 @@ fn model_run(mode: WalMode) {
 
 #[test]
 fn every_handle_completes_once_and_matches_the_model() {
-    for mode in MODES {
-        within(&format!("model {mode:?}"), TEST_LIMIT, move || {
-            model_run(mode)
-        });
-    }
+    each_mode("model", model_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -511,7 +386,7 @@ fn every_handle_completes_once_and_matches_the_model() {
 
 fn wait_poll_await_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir_options(dir.path(), mode, 64 << 10).build().unwrap()).unwrap();
+    let db = Db::open(small(mode, 64 << 10).tiers_in(dir.path()).build().unwrap()).unwrap();
     let w = WriteOptions::default();
     let r = ReadOptions::default();
 
@@ -602,13 +477,7 @@ fn wait_poll_await_run(mode: WalMode) {
 
 #[test]
 fn wait_poll_and_await_all_work() {
-    for mode in MODES {
-        within(
-            &format!("wait/poll/await {mode:?}"),
-            TEST_LIMIT,
-            move || wait_poll_await_run(mode),
-        );
-    }
+    each_mode("wait/poll/await", wait_poll_await_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -617,7 +486,7 @@ fn wait_poll_and_await_all_work() {
 fn lucky_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
     // A large memtable: nothing written here is flushed before it is read back.
-    let db = Db::open(dir_options(dir.path(), mode, 1 << 20).build().unwrap()).unwrap();
+    let db = Db::open(small(mode, 1 << 20).tiers_in(dir.path()).build().unwrap()).unwrap();
     let w = WriteOptions::default();
     let r = ReadOptions::default();
     let before = db.stats().lucky_reads;
@@ -674,11 +543,7 @@ fn lucky_run(mode: WalMode) {
 
 #[test]
 fn lucky_reads_complete_inline() {
-    for mode in MODES {
-        within(&format!("lucky {mode:?}"), TEST_LIMIT, move || {
-            lucky_run(mode)
-        });
-    }
+    each_mode("lucky", lucky_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -686,7 +551,8 @@ fn lucky_reads_complete_inline() {
 
 fn busy_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = dir_options(dir.path(), mode, 64 << 10)
+    let opts = small(mode, 64 << 10)
+        .tiers_in(dir.path())
         .max_pending_requests(8)
         .pipeline_workers(1)
         .build()
@@ -784,11 +650,7 @@ fn busy_run(mode: WalMode) {
 
 #[test]
 fn busy_when_overloaded_and_working_after_retry() {
-    for mode in MODES {
-        within(&format!("busy {mode:?}"), TEST_LIMIT, move || {
-            busy_run(mode)
-        });
-    }
+    each_mode("busy", busy_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -898,25 +760,9 @@ fn resolve(reqs: Vec<Req>, what: &str) -> (Vec<OkWrite>, usize, usize) {
     (written, ok, closed)
 }
 
-/// Drops `db` on another thread, failing the test if that hangs.
-fn drop_within(db: Db, what: &str) {
-    let (tx, rx) = mpsc::channel();
-    let t = thread::spawn(move || {
-        drop(db);
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(HANDLE_LIMIT) {
-        Ok(()) => t.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("{what}: dropping the Db panicked: {:?}", t.join().err())
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: dropping the Db hung"),
-    }
-}
-
 fn close_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = |m| dir_options(dir.path(), m, 64 << 10).build().unwrap();
+    let opts = |m| small(m, 64 << 10).tiers_in(dir.path()).build().unwrap();
     let db = Arc::new(Db::open(opts(mode)).unwrap());
     // Several threads flood the database, then the last reference is dropped at once.
     let reqs: Vec<Req> = thread::scope(|s| {
@@ -959,18 +805,13 @@ fn other(mode: WalMode) -> WalMode {
 
 #[test]
 fn closing_with_requests_in_flight_resolves_every_handle() {
-    for mode in MODES {
-        within(&format!("close {mode:?}"), TEST_LIMIT, move || {
-            close_run(mode)
-        });
-    }
+    each_mode("close", close_run);
 }
 
 fn close_crash_run(mode: WalMode) {
     let fs = FaultFs::new(7);
-    let opts = builder(mode, 64 << 10)
-        .tier(TierConfig::new("fast", "/db/fast"))
-        .tier(TierConfig::new("capacity", "/db/capacity"))
+    let opts = small(mode, 64 << 10)
+        .fault_tiers()
         .fs(fs.clone())
         .build()
         .unwrap();
@@ -1002,11 +843,7 @@ fn close_crash_run(mode: WalMode) {
 
 #[test]
 fn power_loss_after_close_keeps_every_ok_sync_write() {
-    for mode in MODES {
-        within(&format!("close+crash {mode:?}"), TEST_LIMIT, move || {
-            close_crash_run(mode)
-        });
-    }
+    each_mode("close+crash", close_crash_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1018,7 +855,7 @@ fn skey(i: u32) -> Vec<u8> {
 
 fn scan_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir_options(dir.path(), mode, 64 << 10).build().unwrap()).unwrap();
+    let db = Db::open(small(mode, 64 << 10).tiers_in(dir.path()).build().unwrap()).unwrap();
     let w = WriteOptions::default();
     let mut model = BTreeMap::new();
     // Data spread over tables (flushed, compacted) and the memtable.
@@ -1132,11 +969,7 @@ fn scan_run(mode: WalMode) {
 
 #[test]
 fn submit_scan_is_ordered_bounded_and_honours_snapshots() {
-    for mode in MODES {
-        within(&format!("scan {mode:?}"), TEST_LIMIT, move || {
-            scan_run(mode)
-        });
-    }
+    each_mode("scan", scan_run);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1144,7 +977,8 @@ fn submit_scan_is_ordered_bounded_and_honours_snapshots() {
 
 fn no_spurious_busy_run(mode: WalMode) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = dir_options(dir.path(), mode, 64 << 10)
+    let opts = small(mode, 64 << 10)
+        .tiers_in(dir.path())
         .max_pending_requests(1)
         .build()
         .unwrap();
@@ -1212,11 +1046,5 @@ fn no_spurious_busy_run(mode: WalMode) {
 /// only after the waiter was woken, so the next submit saw a stale count.
 #[test]
 fn no_busy_after_the_previous_request_completed() {
-    for mode in MODES {
-        within(
-            &format!("no spurious busy {mode:?}"),
-            TEST_LIMIT,
-            move || no_spurious_busy_run(mode),
-        );
-    }
+    each_mode("no spurious busy", no_spurious_busy_run);
 }

@@ -6,6 +6,9 @@
 //! TOML, fewer levels than the data uses). After every refusal the database opens as before with
 //! all of its data, and the refused open changed no file but the LOCK it took.
 
+mod common;
+
+use common::{tiny, TierSetup};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tierkv::options::{MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -13,15 +16,9 @@ use tierkv::{
     Db, Error, Options, OptionsBuilder, ReadOptions, TierConfig, WriteBatch, WriteOptions,
 };
 
+/// [`tiny`] options on the tiers at `fast` and `capacity`.
 fn builder(fast: &Path, capacity: &Path) -> OptionsBuilder {
-    Options::builder()
-        .tier(TierConfig::new("fast", fast))
-        .tier(TierConfig::new("capacity", capacity))
-        .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
-        .target_file_size(16 << 10)
-        .max_bytes_for_level_base(64 << 10)
-        .l0_compaction_trigger(2)
+    tiny().two_tiers(fast, capacity, u64::MAX)
 }
 
 /// A database in `<root>/fast` + `<root>/capacity`.
@@ -240,10 +237,7 @@ fn second_open_is_locked() {
     fx.assert_intact(&model, "a refused second open");
 
     let fs = tierkv::env::FaultFs::new(1);
-    let opts = builder(Path::new("/db/fast"), Path::new("/db/capacity"))
-        .fs(fs)
-        .build()
-        .unwrap();
+    let opts = tiny().fault_tiers().fs(fs).build().unwrap();
     let db = Db::open(opts.clone()).unwrap();
     assert!(
         matches!(Db::open(opts.clone()), Err(Error::Locked(_))),

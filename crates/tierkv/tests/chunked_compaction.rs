@@ -8,16 +8,15 @@
 //!   duplicates a crash between chunks leaves (source inputs and installed outputs holding
 //!   the same entries) into one copy, with the same contents.
 
+mod common;
+
+use common::{key6, sized, Model, TierSetup};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, Fs};
-use tierkv::{Db, Options, ReadOptions, TierConfig, WriteOptions};
+use tierkv::{Db, Options, ReadOptions, WriteOptions};
 
 const KEYS: u32 = 3000;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
 
 /// `len` bytes determined by `(i, version)`, incompressible enough to give tables their size.
 fn value(i: u32, version: u32, len: usize) -> Vec<u8> {
@@ -35,27 +34,21 @@ fn value(i: u32, version: u32, len: usize) -> Vec<u8> {
 /// Small tables and levels, so that L1 and L2 hold many tables and most compactions have
 /// several next-level inputs.
 fn options(fs: Arc<dyn Fs>) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", "/db/fast").with_capacity(64 << 20))
-        .tier(TierConfig::new("capacity", "/db/capacity"))
+    sized(64 << 10, 32 << 10, 256 << 10)
+        .fault_tiers_capped(64 << 20)
         .levels_on_fast(2)
-        .write_buffer_size(64 << 10)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(256 << 10)
         .l0_compaction_trigger(2)
         .fs(fs)
         .build()
         .expect("valid options")
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
 fn put_all(db: &Db, model: &mut Model, version: u32, step: u32) {
     let w = WriteOptions::default();
     for i in (0..KEYS).step_by(step as usize) {
         let v = value(i, version, 700);
-        db.put(&w, &key(i), &v).expect("put");
-        model.insert(key(i), v);
+        db.put(&w, &key6(i), &v).expect("put");
+        model.insert(key6(i), v);
     }
 }
 
@@ -95,9 +88,9 @@ fn chunked_compactions_keep_what_readers_see() {
         put_all(&db, &mut model, version, version + 1);
         // Deletes too, so that chunks also carry tombstones.
         for i in (version..KEYS).step_by(97) {
-            db.delete(&WriteOptions::default(), &key(i))
+            db.delete(&WriteOptions::default(), &key6(i))
                 .expect("delete");
-            model.remove(&key(i));
+            model.remove(&key6(i));
         }
     }
     db.flush().expect("flush");
@@ -142,10 +135,10 @@ fn crash_trial(fail_at: Option<u64>, kill: bool) -> u64 {
         let w = WriteOptions::default();
         for i in (0..KEYS).step_by(version as usize + 1) {
             let v = value(i, version, 700);
-            if db.put(&w, &key(i), &v).is_err() {
+            if db.put(&w, &key6(i), &v).is_err() {
                 break;
             }
-            newer.entry(key(i)).or_default().push(v);
+            newer.entry(key6(i)).or_default().push(v);
         }
     }
     flushed &= db.flush().is_ok();

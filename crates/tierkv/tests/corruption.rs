@@ -8,33 +8,20 @@
 //! damaged block fails, reads elsewhere still work, nothing wrong is returned), and undoing the
 //! damage must give back every byte stored before.
 
+mod common;
+
+use common::{assert_scan_matches, key6, tiny, FsImage, Model, TierSetup, CAPACITY, FAST};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tierkv::env::{FaultFs, Fs};
 use tierkv::{
-    Db, Durability, Error, LiveFile, Options, ReadOptions, RecoveryMode, Result, TierConfig,
-    WriteOptions,
+    Db, Durability, Error, LiveFile, Options, ReadOptions, RecoveryMode, Result, WriteOptions,
 };
 
-const FAST: &str = "/db/fast";
-const CAPACITY: &str = "/db/capacity";
-
-fn builder(fast: impl Into<PathBuf>, capacity: impl Into<PathBuf>) -> tierkv::OptionsBuilder {
-    Options::builder()
-        .tier(TierConfig::new("fast", fast))
-        .tier(TierConfig::new("capacity", capacity))
-        .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
-        .target_file_size(16 << 10)
-        .max_bytes_for_level_base(64 << 10)
-        .l0_compaction_trigger(2)
-}
-
 fn options(fs: &Arc<FaultFs>) -> Options {
-    builder(FAST, CAPACITY).fs(fs.clone()).build().unwrap()
+    tiny().fault_tiers().fs(fs.clone()).build().unwrap()
 }
 
 fn with_mode(fs: &Arc<FaultFs>, mode: RecoveryMode) -> Options {
@@ -43,39 +30,25 @@ fn with_mode(fs: &Arc<FaultFs>, mode: RecoveryMode) -> Options {
     opts
 }
 
-fn key(i: usize) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
-
 /// 120 pseudo-random printable bytes: incompressible enough that tables hold many blocks.
 fn value(i: usize) -> Vec<u8> {
     let mut rng = SmallRng::seed_from_u64(i as u64);
     (0..120).map(|_| rng.gen_range(b'!'..=b'~')).collect()
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
 /// Puts keys `range` with `durability`, returning what was stored.
 fn fill(db: &Db, range: std::ops::Range<usize>, durability: Durability) -> Model {
     let w = WriteOptions { durability };
     range
         .map(|i| {
-            db.put(&w, &key(i), &value(i)).unwrap();
-            (key(i), value(i))
+            db.put(&w, &key6(i), &value(i)).unwrap();
+            (key6(i), value(i))
         })
         .collect()
 }
 
-fn scan(db: &Db) -> Result<Model> {
-    let mut it = db.iter(ReadOptions::default())?;
-    it.seek_to_first();
-    it.entries().collect()
-}
-
 fn assert_holds(db: &Db, model: &Model, what: &str) {
-    let got = scan(db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
-    assert_eq!(got.len(), model.len(), "{what}: key count");
-    assert!(got == *model, "{what}: scan differs from what was stored");
+    assert_scan_matches(db, model, what);
     for (k, v) in model {
         let got = db.get(&ReadOptions::default(), k).unwrap();
         assert_eq!(
@@ -214,7 +187,7 @@ fn wal_flip_in_lenient_modes_opens_with_what_is_intact() {
         fs.flip_bit(&wal, offsets[50] as u64 + 30, 0);
         let db = Db::open(with_mode(&fs, mode))
             .unwrap_or_else(|e| panic!("{mode}: open with a damaged WAL: {e}"));
-        let mut model: Model = kept.iter().map(|&i| (key(i), value(i))).collect();
+        let mut model: Model = kept.iter().map(|&i| (key6(i), value(i))).collect();
         assert_holds(&db, &model, &format!("{mode} recovery"));
         db.put(&WriteOptions::sync(), b"after", b"recovery")
             .unwrap();
@@ -244,7 +217,7 @@ fn two_live_wals(fs: &Arc<FaultFs>, extra: usize) -> (Options, PathBuf, PathBuf,
     let mut acked = 0;
     let mut left = None;
     while left != Some(0) {
-        match db.put(&WriteOptions::sync(), &key(acked), &value(acked)) {
+        match db.put(&WriteOptions::sync(), &key6(acked), &value(acked)) {
             Ok(()) => {}
             // The failing flush stops writes by design; the newer WAL already holds at least
             // one acknowledged record, which is what the callers need.
@@ -292,7 +265,7 @@ fn damage_at_the_end_of_a_sealed_wal(extra: usize) {
     pit.wal_recovery_mode = RecoveryMode::PointInTime;
     let db = Db::open(pit).unwrap_or_else(|e| panic!("PointInTime open: {e}"));
     let prefix = offsets.len() - 1;
-    let model: Model = (0..prefix).map(|i| (key(i), value(i))).collect();
+    let model: Model = (0..prefix).map(|i| (key6(i), value(i))).collect();
     assert_holds(&db, &model, "PointInTime with a damaged sealed WAL");
 }
 
@@ -309,28 +282,6 @@ fn damage_at_the_end_of_a_sealed_wal_before_one_synced_record() {
     damage_at_the_end_of_a_sealed_wal(0);
 }
 
-/// Every file of `fs` (which must hold no unsynced bytes), to start cases from the same state.
-fn image(fs: &FaultFs) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    for dir in [FAST, CAPACITY] {
-        for path in files_in(fs, dir, "") {
-            files.extend(fs.file_contents(&path).map(|bytes| (path, bytes)));
-        }
-    }
-    files
-}
-
-fn restore(image: &[(PathBuf, Vec<u8>)]) -> Arc<FaultFs> {
-    let fs = FaultFs::new(0);
-    for dir in [FAST, CAPACITY] {
-        fs.create_dir_all(Path::new(dir)).unwrap();
-    }
-    for (path, bytes) in image {
-        fs.write_raw(path, bytes);
-    }
-    fs
-}
-
 /// Bit flips all over a synced WAL (a stride of bytes, every bit number): damage before the last
 /// record is `Corruption` at the damaged record in the default mode, and a clean prefix in
 /// PointInTime; damage in the last record (which nothing later vouches for) may end the log
@@ -345,14 +296,14 @@ fn wal_flip_sweep_never_yields_a_hole() {
     let offsets = record_offsets(&fs.file_contents(&wal).unwrap());
     let len = fs.file_contents(&wal).unwrap().len();
     let record_of = |at: usize| offsets.iter().rposition(|&o| o <= at).unwrap();
-    let img = image(&fs);
+    let img = FsImage::take(&fs);
     let mut checked = 0;
     for at in (0..len).step_by(13) {
         let bit = (at % 8) as u8;
         let r = record_of(at);
         let what = format!("bit {bit} of byte {at} (record {r} of {})", offsets.len());
-        let before: Model = (0..r).map(|i| (key(i), value(i))).collect();
-        let fs = restore(&img);
+        let before: Model = (0..r).map(|i| (key6(i), value(i))).collect();
+        let fs = img.materialize(0);
         fs.flip_bit(&wal, at as u64, bit);
         match Db::open(options(&fs)) {
             Ok(db) if r == offsets.len() - 1 => assert_holds(&db, &before, &what),
@@ -361,7 +312,7 @@ fn wal_flip_sweep_never_yields_a_hole() {
                 assert_eq!(offset, offsets[r] as u64, "{what}: reported offset");
             }
         }
-        let fs = restore(&img);
+        let fs = img.materialize(0);
         fs.flip_bit(&wal, at as u64, bit);
         let db = Db::open(with_mode(&fs, RecoveryMode::PointInTime))
             .unwrap_or_else(|e| panic!("{what}: PointInTime: {e}"));
@@ -380,7 +331,7 @@ fn table_flip_sweep_is_always_detected() {
     let (model, files) = tables(options(&fs));
     let table = middle_table(&files);
     let len = fs.file_contents(&table.path).unwrap().len();
-    let img = image(&fs);
+    let img = FsImage::take(&fs);
     let in_table: Model = model
         .range(table.smallest.clone()..=table.largest.clone())
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -390,7 +341,7 @@ fn table_flip_sweep_is_always_detected() {
     for at in spots {
         let bit = (at % 8) as u8;
         let what = format!("bit {bit} of byte {at} of {} bytes", len);
-        let fs = restore(&img);
+        let fs = img.materialize(0);
         fs.flip_bit(&table.path, at as u64, bit);
         let db = Db::open(options(&fs)).unwrap_or_else(|e| panic!("{what}: open: {e}"));
         expect_corruption(
@@ -528,10 +479,10 @@ fn compaction_over_a_damaged_table_loses_nothing() {
     // New versions of keys all over the range, so a compaction must merge the damaged table;
     // not of its first key, whose only version stays in the damaged block.
     let w = WriteOptions::default();
-    for i in (0..3000).step_by(7).filter(|&i| key(i) != table.smallest) {
+    for i in (0..3000).step_by(7).filter(|&i| key6(i) != table.smallest) {
         let v = format!("new {i}").into_bytes();
-        db.put(&w, &key(i), &v).unwrap();
-        model.insert(key(i), v);
+        db.put(&w, &key6(i), &v).unwrap();
+        model.insert(key6(i), v);
     }
     let compacted = db.compact_range(None, None);
     assert!(
@@ -587,11 +538,7 @@ fn damaged_tier_identity_fails_open() {
 #[test]
 fn table_flip_on_real_files_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = || {
-        builder(dir.path().join("fast"), dir.path().join("capacity"))
-            .build()
-            .unwrap()
-    };
+    let opts = || tiny().tiers_in(dir.path()).build().unwrap();
     let (model, files) = tables(opts());
     let table = middle_table(&files);
     let flip = |path: &Path| {

@@ -22,37 +22,29 @@
 //! Environment: `TIERKV_CRASH_POINTS` (even-spread crash points per sweep, default 40; rarer calls
 //! are added, and each point is crashed four ways), `TIERKV_CRASH_SEED` (workload seed).
 
+mod common;
+
+use common::{
+    crash_now, drop_within, env_u64, sized, Crash, Failures, FsImage, TierSetup, CAPACITY, CRASHES,
+    FAST,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, FileLock, Fs, RandomAccessFile, WritableFile};
 use tierkv::wal::log::{LogReader, RecoveryMode};
 use tierkv::{
-    Compression, Db, Durability, Error, Options, ReadOptions, Result, TierConfig, WriteBatch,
-    WriteOptions,
+    Compression, Db, Durability, Error, Options, ReadOptions, Result, WriteBatch, WriteOptions,
 };
 
-const FAST: &str = "/db/fast";
-const CAPACITY: &str = "/db/capacity";
 /// Keys of the workload are `key0000..key0299`: few enough that keys are overwritten and deleted
 /// often, so a lost or resurrected write changes the state.
 const KEYS: u32 = 300;
 /// Steps of the base sweep's workload: about 1.7 MB of writes, some 27 memtables of 64 KiB.
 const STEPS: usize = 3000;
-/// How long dropping a `Db` may take before the test calls it a hang.
-const DROP_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
-        Err(_) => default,
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // A pass-through file system that says where a fault fired
@@ -319,13 +311,9 @@ const BASE: Shape = Shape {
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", FAST).with_capacity(shape.fast_capacity))
-        .tier(TierConfig::new("capacity", CAPACITY))
+    sized(64 << 10, 16 << 10, shape.max_bytes_for_level_base)
+        .fault_tiers_capped(shape.fast_capacity)
         .levels_on_fast(shape.levels_on_fast)
-        .write_buffer_size(64 << 10)
-        .target_file_size(16 << 10)
-        .max_bytes_for_level_base(shape.max_bytes_for_level_base)
         .l0_compaction_trigger(2)
         .compression(shape.compression)
         .background_threads(shape.background_threads)
@@ -338,132 +326,13 @@ fn options(fs: Arc<dyn Fs>) -> Options {
     shaped_options(fs, &BASE)
 }
 
-/// How the machine goes down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Crash {
-    Power(CrashPolicy),
-    /// `kill -9`: everything handed to the file system survives.
-    Process,
-}
-
-const CRASHES: [Crash; 4] = [
-    Crash::Power(CrashPolicy::DropUnsynced),
-    Crash::Power(CrashPolicy::KeepRandomPages),
-    Crash::Power(CrashPolicy::TearLastSector),
-    Crash::Process,
-];
-
 impl Crash {
-    fn hit(self, fs: &FaultFs) {
-        match self {
-            Crash::Power(policy) => fs.crash(policy),
-            Crash::Process => fs.process_crash(),
-        }
-    }
-
     /// The history prefix this crash must keep.
     fn must_keep(self, h: &History) -> usize {
         match self {
             Crash::Power(_) => h.power_durable,
             Crash::Process => h.process_durable,
         }
-    }
-}
-
-/// Drops `db` on another thread: dropping a `Db` whose files died in a crash must neither panic
-/// nor hang.
-fn drop_within(db: Option<Db>, what: &str) {
-    let Some(db) = db else { return };
-    let (tx, rx) = mpsc::channel();
-    let dropper = std::thread::spawn(move || {
-        drop(db);
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(DROP_TIMEOUT) {
-        Ok(()) => dropper.join().expect("drop thread"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            panic!(
-                "{what}: dropping the Db panicked: {:?}",
-                dropper.join().err()
-            )
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what}: dropping the Db hung for {DROP_TIMEOUT:?}")
-        }
-    }
-}
-
-/// Freezes the file system (every mutating call fails from now on, so the dead `Db`'s threads
-/// cannot write into the post-crash world), crashes it, drops the `Db`, and lifts the freeze.
-fn crash_now(fault: &FaultFs, db: Option<Db>, crash: Crash, what: &str) {
-    fault.fail_after(0, FaultKind::Io, false);
-    crash.hit(fault);
-    drop_within(db, what);
-    fault.clear_faults();
-}
-
-/// The files of a crashed (hence settled) FaultFs, to recover the same image several times.
-#[derive(Clone)]
-struct Image {
-    dirs: Vec<PathBuf>,
-    files: Vec<(PathBuf, Vec<u8>)>,
-}
-
-impl Image {
-    fn take(fs: &FaultFs) -> Image {
-        let mut img = Image {
-            dirs: Vec::new(),
-            files: Vec::new(),
-        };
-        for dir in [FAST, CAPACITY].map(Path::new) {
-            let Ok(mut names) = fs.list_dir(dir) else {
-                continue;
-            };
-            names.sort();
-            img.dirs.push(dir.to_path_buf());
-            for name in names {
-                let path = dir.join(name);
-                if let Some(bytes) = fs.file_contents(&path) {
-                    img.files.push((path, bytes));
-                }
-            }
-        }
-        img
-    }
-
-    fn materialize(&self, seed: u64) -> Arc<FaultFs> {
-        let fs = FaultFs::new(seed);
-        for dir in &self.dirs {
-            fs.create_dir_all(dir).expect("mkdir");
-        }
-        for (path, bytes) in &self.files {
-            fs.write_raw(path, bytes);
-        }
-        fs
-    }
-
-    fn listing(&self) -> String {
-        let names: Vec<String> = self
-            .files
-            .iter()
-            .map(|(p, b)| format!("{} ({} B)", p.display(), b.len()))
-            .collect();
-        names.join(", ")
-    }
-
-    /// The files in `dir` with their sizes, and their total.
-    fn listing_of(&self, dir: &Path) -> String {
-        let files: Vec<_> = self
-            .files
-            .iter()
-            .filter(|(p, _)| p.starts_with(dir))
-            .collect();
-        let total: usize = files.iter().map(|(_, b)| b.len()).sum();
-        let names: Vec<String> = files
-            .iter()
-            .map(|(p, b)| format!("{} {}", p.file_name().unwrap().to_string_lossy(), b.len()))
-            .collect();
-        format!("{total} bytes: {}", names.join(", "))
     }
 }
 
@@ -980,7 +849,7 @@ impl Workload {
     }
 
     /// Recovers a copy of `img` without faults: the state, and the mutating calls the open made.
-    fn recover_copy(&self, img: &Image, seed: u64) -> std::result::Result<(State, u64), String> {
+    fn recover_copy(&self, img: &FsImage, seed: u64) -> std::result::Result<(State, u64), String> {
         let fs = img.materialize(seed);
         let before = fs.op_count();
         let (db, state) = self.open_and_read(Arc::clone(&fs))?;
@@ -993,7 +862,7 @@ impl Workload {
     /// again.
     fn recover_with_crash(
         &self,
-        img: &Image,
+        img: &FsImage,
         seed: u64,
         m: u64,
         crash: Crash,
@@ -1026,7 +895,7 @@ impl Workload {
             self.shape.name, self.seed
         );
         crash_now(&cut.fault, cut.db, crash, &case);
-        let img = Image::take(&cut.fault);
+        let img = FsImage::take(&cut.fault);
         let result = self.check_recoveries(&cut.histories, &img, crash, second, &case);
         (hit, result)
     }
@@ -1034,7 +903,7 @@ impl Workload {
     fn check_recoveries(
         &self,
         histories: &[History],
-        img: &Image,
+        img: &FsImage,
         crash: Crash,
         second: (u64, Crash),
         case: &str,
@@ -1090,28 +959,6 @@ fn crash_points(trace: &[FsOp], count: u64, every: &[&'static str]) -> Vec<At> {
         points.extend(picked.into_iter().map(|j| At::Nth(cat, j)));
     }
     points
-}
-
-/// Where crash cases failed; reported together so one run shows every broken case.
-#[derive(Default)]
-struct Failures(Vec<String>);
-
-impl Failures {
-    fn add(&mut self, msg: String) {
-        eprintln!("FAIL {msg}");
-        self.0.push(msg);
-    }
-
-    fn assert_none(&self, what: &str) {
-        if !self.0.is_empty() {
-            let shown: Vec<&str> = self.0.iter().take(8).map(String::as_str).collect();
-            panic!(
-                "{what}: {} failing cases, first ones:\n{}",
-                self.0.len(),
-                shown.join("\n")
-            );
-        }
-    }
 }
 
 /// Runs the sweep on one shape: a fault-free run to learn the calls, then every crash point of
@@ -1348,7 +1195,7 @@ fn reopen_then_power_loss(
 }
 
 /// True if the newest WAL of `img` ends in damage: a torn or partly lost unsynced tail.
-fn newest_wal_is_torn(img: &Image) -> bool {
+fn newest_wal_is_torn(img: &FsImage) -> bool {
     let newest = img
         .files
         .iter()
@@ -1385,7 +1232,7 @@ fn crash_at_every_step_of_recovery() {
         let cut = workload.run(Some(Fault::freeze(At::Call(n))), false);
         let case = format!("seed {seed:#x}, first crash at op {n}, {crash:?}");
         crash_now(&cut.fault, cut.db, crash, &case);
-        let img = Image::take(&cut.fault);
+        let img = FsImage::take(&cut.fault);
         if !newest_wal_is_torn(&img) {
             continue;
         }
@@ -1453,7 +1300,7 @@ fn crash_after_recovery_created_its_wal_keeps_the_db_openable() {
         "first crash",
     );
     assert!(
-        newest_wal_is_torn(&Image::take(&fault)),
+        newest_wal_is_torn(&FsImage::take(&fault)),
         "the crash left no torn WAL tail"
     );
     drop(probe);
@@ -1776,7 +1623,7 @@ fn fill_small_fast_tier(seed: u64, device_limit: bool) {
                 panic!(
                     "seed {seed}, put {i}: write failed with the fast tier full: {e}\nfast tier \
                      holds {}\n{}",
-                    Image::take(&fault).listing_of(Path::new(FAST)),
+                    FsImage::take(&fault).listing_of(Path::new(FAST)),
                     db.stats()
                 )
             });

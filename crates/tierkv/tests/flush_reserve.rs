@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{key, value, wait_for};
+use common::{key, value, wait_for, TierSetup};
 use std::time::Duration;
 use tierkv::{Compression, Db, Options, Placement, ReadOptions, TierConfig, WriteOptions};
 
@@ -14,8 +14,7 @@ const FLUSH_RESERVE: u64 = 768 << 10;
 
 fn opts(root: &std::path::Path) -> Options {
     Options::builder()
-        .tier(TierConfig::new("fast", root.join("fast")).with_capacity(CAPACITY))
-        .tier(TierConfig::new("capacity", root.join("capacity")))
+        .tiers_in_capped(root, CAPACITY)
         // Every level prefers the fast tier, so only the budgets decide.
         .levels_on_fast(7)
         // Uncompressed, so that the tables are as large as the data.

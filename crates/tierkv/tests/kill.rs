@@ -16,6 +16,9 @@
 //!
 //! `TIERKV_KILL_SEED` replays a particular sequence of writes.
 
+mod common;
+
+use common::{tiny, TierSetup};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -24,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tierkv::{Db, Options, ReadOptions, TierConfig, WriteBatch, WriteOptions};
+use tierkv::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 const ENV_DIR: &str = "TIERKV_KILL_CHILD_DIR";
 const ENV_SEED: &str = "TIERKV_KILL_CHILD_SEED";
@@ -55,15 +58,9 @@ enum RoundKind {
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options(dir: &Path) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", dir.join("fast")))
-        .tier(TierConfig::new("capacity", dir.join("capacity")))
-        .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
-        .target_file_size(16 << 10)
-        .max_bytes_for_level_base(64 << 10)
+    tiny()
+        .tiers_in(dir)
         .level_size_multiplier(4)
-        .l0_compaction_trigger(2)
         .build()
         .expect("valid options")
 }

@@ -31,34 +31,26 @@
 //! Environment: `TIERKV_MIGRATION_CRASH_SCALE` (default 1) multiplies the number of crash
 //! points of each sweep.
 
+mod common;
+
+use common::{drop_within, env_u64, key, sized, FsImage, TierSetup, CAPACITY, FAST};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 use tierkv::env::{
     CrashPolicy, FaultFs, FaultKind, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile,
 };
-use tierkv::{Db, Options, Placement, ReadOptions, Result, TierConfig, WriteOptions};
+use tierkv::{Db, Options, Placement, ReadOptions, Result, WriteOptions};
 
-const FAST: &str = "/db/fast";
-const CAPACITY: &str = "/db/capacity";
 /// Values are incompressible, so tables are as large as their data.
 const VALUE_LEN: usize = 1024;
 /// How long a trial waits for its crash point before giving up.
 const TRIAL_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long dropping a dead `Db` may take before the test calls it a hang.
-const DROP_TIMEOUT: Duration = Duration::from_secs(20);
 
 fn scale() -> u64 {
-    match std::env::var("TIERKV_MIGRATION_CRASH_SCALE") {
-        Ok(v) => v.parse().unwrap_or_else(|_| panic!("bad scale {v:?}")),
-        Err(_) => 1,
-    }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
+    env_u64("TIERKV_MIGRATION_CRASH_SCALE", 1)
 }
 
 fn key_index(k: &[u8]) -> u32 {
@@ -84,12 +76,8 @@ fn value(i: u32) -> Vec<u8> {
 }
 
 fn builder(fs: Arc<dyn Fs>, capacity: u64) -> tierkv::OptionsBuilder {
-    Options::builder()
-        .tier(TierConfig::new("fast", FAST).with_capacity(capacity))
-        .tier(TierConfig::new("capacity", CAPACITY))
-        .write_buffer_size(64 << 10)
-        .target_file_size(64 << 10)
-        .max_bytes_for_level_base(256 << 10)
+    sized(64 << 10, 64 << 10, 256 << 10)
+        .fault_tiers_capped(capacity)
         .l0_compaction_trigger(2)
         .fast_tier_bandwidth(100 << 30)
         .fs(fs)
@@ -485,36 +473,20 @@ impl Fs for TapFs {
 
 /// The files of a cleanly closed database.
 struct Image {
-    files: Vec<(PathBuf, Vec<u8>)>,
+    files: FsImage,
     /// Keys `0..keys` are written, all durable.
     keys: u32,
 }
 
 impl Image {
     fn take(fs: &FaultFs, keys: u32) -> Image {
-        let mut files = Vec::new();
-        for dir in [FAST, CAPACITY].map(Path::new) {
-            let mut names = fs.list_dir(dir).expect("list");
-            names.sort();
-            for name in names {
-                let path = dir.join(name);
-                if let Some(bytes) = fs.file_contents(&path) {
-                    files.push((path, bytes));
-                }
-            }
-        }
+        let files = FsImage::take(fs);
+        assert_eq!(files.dirs.len(), 2, "both tier directories exist");
         Image { files, keys }
     }
 
     fn materialize(&self, seed: u64) -> Arc<FaultFs> {
-        let fs = FaultFs::new(seed);
-        for dir in [FAST, CAPACITY] {
-            fs.create_dir_all(Path::new(dir)).expect("mkdir");
-        }
-        for (path, bytes) in &self.files {
-            fs.write_raw(path, bytes);
-        }
-        fs
+        self.files.materialize(seed)
     }
 }
 
@@ -610,25 +582,6 @@ struct Outcome {
     leaked: bool,
     /// Synced writes acknowledged during the trial.
     acked: usize,
-}
-
-/// Drops `db` on another thread: a `Db` whose files died must neither panic nor hang on drop.
-fn drop_within(db: Db, what: &str) {
-    let (tx, rx) = mpsc::channel();
-    let dropper = std::thread::spawn(move || {
-        drop(db);
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(DROP_TIMEOUT) {
-        Ok(()) => dropper.join().expect("drop thread"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            panic!(
-                "{what}: dropping the Db panicked: {:?}",
-                dropper.join().err()
-            )
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: dropping the Db hung"),
-    }
 }
 
 fn check_budget(db: &Db, what: &str) {

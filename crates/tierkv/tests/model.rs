@@ -18,9 +18,12 @@
 //!
 //! Minimised failures are kept at the end of the file as named regression tests.
 
+mod common;
+
+use common::{assert_same_entries, collect_entries, show_bytes, show_entry, Entry, Model};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -31,9 +34,6 @@ use tierkv::{
     Compression, Db, DbIterator, Durability, Options, ReadOptions, Snapshot, TierConfig,
     WriteBatch, WriteOptions,
 };
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-type Entry = (Vec<u8>, Vec<u8>);
 
 /// Keys written: small, so overwrites and deletes collide often.
 const KEY_SPACE: u32 = 300;
@@ -214,25 +214,8 @@ fn key(id: u32) -> Vec<u8> {
     }
 }
 
-/// Up to 24 bytes, escaped to ASCII, and the length if longer.
-fn show_bytes(b: &[u8]) -> String {
-    let head = b[..b.len().min(24)].escape_ascii();
-    if b.len() > 24 {
-        format!("\"{head}\"..({} bytes)", b.len())
-    } else {
-        format!("\"{head}\"")
-    }
-}
-
 fn show_value(v: Option<&[u8]>) -> String {
     v.map_or_else(|| "None".to_string(), show_bytes)
-}
-
-fn show_entry(e: Option<&Entry>) -> String {
-    e.map_or_else(
-        || "<end>".to_string(),
-        |(k, v)| format!("{} => {}", show_bytes(k), show_bytes(v)),
-    )
 }
 
 /// Entries of `model` within `[lower, upper)`, in key order.
@@ -248,25 +231,6 @@ fn expected_range(model: &Model, lower: Option<&[u8]>, upper: Option<&[u8]>) -> 
         .range::<[u8], _>((lo, hi))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
-}
-
-fn assert_same_entries(what: &str, got: &[Entry], want: &[Entry]) {
-    if got == want {
-        return;
-    }
-    let i = got
-        .iter()
-        .zip(want)
-        .position(|(g, w)| g != w)
-        .unwrap_or(got.len().min(want.len()));
-    panic!(
-        "{what}: {} entries returned, {} expected; first difference at position {i}: \
-         got {}, expected {}",
-        got.len(),
-        want.len(),
-        show_entry(got.get(i)),
-        show_entry(want.get(i)),
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,24 +255,7 @@ impl std::fmt::Debug for Start {
 
 /// Scans the whole range forwards (or backwards) and compares it with `want`.
 fn check_scan(it: &mut DbIterator, want: &[Entry], reverse: bool, what: &str) {
-    let mut got = Vec::new();
-    if reverse {
-        it.seek_to_last();
-        while it.valid() {
-            got.push((it.key().to_vec(), it.value().to_vec()));
-            it.prev();
-        }
-        got.reverse();
-    } else {
-        it.seek_to_first();
-        while it.valid() {
-            got.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
-    }
-    if let Err(e) = it.status() {
-        panic!("{what}: iterator status after the scan: {e}");
-    }
+    let got = collect_entries(it, reverse, what);
     let dir = if reverse { "backward" } else { "forward" };
     assert_same_entries(&format!("{what} ({dir} scan)"), &got, want);
 }

@@ -43,13 +43,19 @@
 //!
 //! `TIERKV_MG_MILLIS` sets how long the concurrent load runs (default 1500 ms).
 
+mod common;
+
+use common::{
+    assert_same_entries, env_u64, show_bytes, sized, try_submit, wait_bounded, within, Entry,
+    Model, CAPACITY, FAST,
+};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, Fs, PosixFs};
@@ -59,13 +65,10 @@ use tierkv::{
     TierConfig, WriteBatch, WriteOptions,
 };
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type Values = Vec<Option<Vec<u8>>>;
 
 /// How long a whole test body may run before the watchdog calls it a hang.
 const TEST_LIMIT: Duration = Duration::from_secs(90);
-/// How long one handle may stay pending before the test calls it lost.
-const HANDLE_LIMIT: Duration = Duration::from_secs(20);
 /// The batch sizes every equivalence check uses.
 const BATCH_SIZES: [usize; 6] = [0, 1, 2, 7, 64, 1000];
 
@@ -126,17 +129,8 @@ fn parse_value(v: &[u8]) -> Option<(u32, u64)> {
     Some((id, ver))
 }
 
-fn show(k: &[u8]) -> String {
-    let head = k[..k.len().min(24)].escape_ascii().to_string();
-    if k.len() > 24 {
-        format!("\"{head}\"..({} bytes)", k.len())
-    } else {
-        format!("\"{head}\"")
-    }
-}
-
 fn show_value(v: Option<&Vec<u8>>) -> String {
-    v.map_or_else(|| "None".into(), |v| show(v))
+    v.map_or_else(|| "None".into(), |v| show_bytes(v))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +181,7 @@ impl Storage {
     fn dirs(&self) -> (PathBuf, PathBuf) {
         match self {
             Storage::Disk(d) => (d.path().join("fast"), d.path().join("capacity")),
-            Storage::Memory(_) => ("/db/fast".into(), "/db/capacity".into()),
+            Storage::Memory(_) => (FAST.into(), CAPACITY.into()),
         }
     }
 
@@ -243,14 +237,11 @@ fn builder(storage: &Storage, direct: bool, l0_trigger: usize) -> OptionsBuilder
 /// [`builder`] with `direct_reads` chosen per tier (fast, capacity).
 fn tiered(storage: &Storage, direct: [bool; 2], l0_trigger: usize) -> OptionsBuilder {
     let (fast, capacity) = storage.dirs();
-    Options::builder()
+    sized(64 << 10, 32 << 10, 128 << 10)
         .tier(TierConfig::new("fast", fast).with_direct_reads(direct[0]))
         .tier(TierConfig::new("capacity", capacity).with_direct_reads(direct[1]))
         .levels_on_fast(2)
-        .write_buffer_size(64 << 10)
         .max_immutable_memtables(4)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(128 << 10)
         .level_size_multiplier(2)
         .l0_compaction_trigger(l0_trigger)
         .l0_slowdown_trigger(20)
@@ -262,58 +253,6 @@ fn tiered(storage: &Storage, direct: [bool; 2], l0_trigger: usize) -> OptionsBui
 
 // ---------------------------------------------------------------------------------------------
 // Watchdog and handles
-
-/// Runs `f` on its own thread and fails the test if it does not finish within `limit`.
-fn within<T: Send + 'static>(
-    what: &str,
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    let body = thread::Builder::new()
-        .name(what.to_string())
-        .spawn(move || {
-            let v = f();
-            let _ = tx.send(());
-            v
-        })
-        .expect("spawn test body");
-    match rx.recv_timeout(limit) {
-        Ok(()) => body.join().expect("test body"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
-    }
-}
-
-/// Polls the handle until it completes or `HANDLE_LIMIT` passes (then fails the test).
-fn wait_bounded<T>(mut h: Handle<T>, what: &str) -> Result<T> {
-    let deadline = Instant::now() + HANDLE_LIMIT;
-    let mut nap = Duration::from_micros(20);
-    while !h.is_ready() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: handle still pending after {HANDLE_LIMIT:?}"
-        );
-        thread::sleep(nap);
-        nap = (nap * 2).min(Duration::from_millis(5));
-    }
-    h.try_take()
-        .unwrap_or_else(|| panic!("{what}: ready handle without a result"))
-}
-
-/// Retries a submit while the engine is busy.
-fn try_submit<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
-    let deadline = Instant::now() + HANDLE_LIMIT;
-    loop {
-        match f() {
-            Err(Error::Busy(_)) if Instant::now() < deadline => thread::yield_now(),
-            r => return r,
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Checks
@@ -334,7 +273,7 @@ fn assert_values(what: &str, keys: &[Vec<u8>], got: &Values, want: &Values) {
             "{what}: {wrong} of {} results wrong; first at position {i}, key {}: got {}, \
              expected {}",
             keys.len(),
-            show(&keys[i]),
+            show_bytes(&keys[i]),
             show_value(got[i].as_ref()),
             show_value(want[i].as_ref()),
         );
@@ -1182,9 +1121,7 @@ fn faultfs_read_error_fails_multi_get() {
 // 6. submit_multi_get under concurrent writes, and at close
 
 fn run_millis() -> u64 {
-    std::env::var("TIERKV_MG_MILLIS")
-        .ok()
-        .map_or(1500, |s| s.parse().expect("TIERKV_MG_MILLIS"))
+    env_u64("TIERKV_MG_MILLIS", 1500)
 }
 
 /// Keys the concurrent writer works on.
@@ -1238,7 +1175,7 @@ impl Versions {
             match &got[i] {
                 Some(v) => {
                     let (vid, ver) = parse_value(v).unwrap_or_else(|| {
-                        panic!("{what}: key {id}: a value never written: {}", show(v))
+                        panic!("{what}: key {id}: a value never written: {}", show_bytes(v))
                     });
                     assert_eq!(vid, id, "{what}: key {id} returned key {vid}'s value");
                     assert!(
@@ -1480,8 +1417,6 @@ fn dropping_the_db_resolves_every_multi_get_in_flight() {
 // ---------------------------------------------------------------------------------------------
 // 7. scan_readahead: iterators and scans on direct-read tiers over many tables
 
-type Entry = (Vec<u8>, Vec<u8>);
-
 fn model_from(model: &Model, start: &[u8], limit: usize) -> Vec<Entry> {
     model
         .range(start.to_vec()..)
@@ -1501,25 +1436,6 @@ fn take(it: &mut tierkv::DbIterator, limit: usize, what: &str) -> Vec<Entry> {
         panic!("{what}: iterator status: {e}");
     }
     out
-}
-
-#[track_caller]
-fn assert_entries(what: &str, got: &[Entry], want: &[Entry]) {
-    if got == want {
-        return;
-    }
-    let i = got
-        .iter()
-        .zip(want)
-        .position(|(g, w)| g != w)
-        .unwrap_or(got.len().min(want.len()));
-    panic!(
-        "{what}: {} entries, {} expected; first difference at {i}: got {:?}, expected {:?}",
-        got.len(),
-        want.len(),
-        got.get(i).map(|(k, v)| (show(k), v.len())),
-        want.get(i).map(|(k, v)| (show(k), v.len())),
-    );
 }
 
 /// Many small tables on direct-read tiers, fully compacted, plus L0 tables and memtable
@@ -1580,7 +1496,7 @@ fn scan_readahead_full_scans_seeks_and_submit_scan() {
                 // Full scans, forward and backward.
                 let mut it = db.iter(ro.clone()).unwrap();
                 it.seek_to_first();
-                assert_entries(
+                assert_same_entries(
                     &format!("{what}: forward"),
                     &take(&mut it, usize::MAX, &what),
                     &all,
@@ -1593,7 +1509,7 @@ fn scan_readahead_full_scans_seeks_and_submit_scan() {
                 }
                 it.status().unwrap();
                 back.reverse();
-                assert_entries(&format!("{what}: backward"), &back, &all);
+                assert_same_entries(&format!("{what}: backward"), &back, &all);
                 // Seeks into the middle, each followed by a stretch of `next`.
                 let mut rng = SmallRng::seed_from_u64(120);
                 for i in 0..30 {
@@ -1604,8 +1520,8 @@ fn scan_readahead_full_scans_seeks_and_submit_scan() {
                     };
                     let n = rng.gen_range(1..150);
                     it.seek(&start);
-                    assert_entries(
-                        &format!("{what}: seek {} + {n}", show(&start)),
+                    assert_same_entries(
+                        &format!("{what}: seek {} + {n}", show_bytes(&start)),
                         &take(&mut it, n, &what),
                         &model_from(&model, &start, n),
                     );
@@ -1621,7 +1537,7 @@ fn scan_readahead_full_scans_seeks_and_submit_scan() {
                         .range(key(a)..key(b))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
-                    assert_entries(
+                    assert_same_entries(
                         &format!("{what}: bounds {a}..{b}"),
                         &take(&mut it, usize::MAX, &what),
                         &want,
@@ -1637,8 +1553,8 @@ fn scan_readahead_full_scans_seeks_and_submit_scan() {
                 }
                 for (start, limit, h) in scans {
                     let got = wait_bounded(h, "submit_scan").unwrap();
-                    assert_entries(
-                        &format!("{what}: submit_scan {} limit {limit}", show(&start)),
+                    assert_same_entries(
+                        &format!("{what}: submit_scan {} limit {limit}", show_bytes(&start)),
                         &got,
                         &model_from(&model, &start, limit),
                     );
@@ -1672,7 +1588,7 @@ fn scan_readahead_iterators_dropped_mid_scan() {
             let n = rng.gen_range(0..60);
             it.seek(&start);
             let what = format!("iterator {i}");
-            assert_entries(
+            assert_same_entries(
                 &what,
                 &take(&mut it, n, &what),
                 &model_from(&model, &start, n),
@@ -1735,7 +1651,7 @@ fn scan_readahead_iterators_dropped_mid_scan() {
             let what = format!("kept iterator {i}");
             let n = if i % 2 == 0 { usize::MAX } else { 40 };
             let want: Vec<Entry> = want.iter().take(n).cloned().collect();
-            assert_entries(&what, &take(it, n, &what), &want);
+            assert_same_entries(&what, &take(it, n, &what), &want);
         }
         drop(kept);
         // The database sees the new state; an iterator opened on it outlives it.
@@ -1747,7 +1663,7 @@ fn scan_readahead_iterators_dropped_mid_scan() {
             .unwrap();
         it.seek_to_first();
         let first = take(&mut it, 10, "outliving");
-        assert_entries("outliving, first 10", &first, &model_from(&model, b"", 10));
+        assert_same_entries("outliving, first 10", &first, &model_from(&model, b"", 10));
         drop(db);
         // After the close, either the rest of the right entries or an error; never others.
         let mut rest = Vec::new();
@@ -1761,10 +1677,10 @@ fn scan_readahead_iterators_dropped_mid_scan() {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         match it.status() {
-            Ok(()) => assert_entries("outliving the database", &rest, &want),
+            Ok(()) => assert_same_entries("outliving the database", &rest, &want),
             Err(e) => {
                 println!("iterator after close ended with {e}");
-                assert_entries(
+                assert_same_entries(
                     "outliving the database, up to the error",
                     &rest,
                     &want[..rest.len().min(want.len())],

@@ -24,24 +24,23 @@
 //!
 //! `TIERKV_ORDERING_MILLIS` sets how long the load runs per WAL mode (default 2000).
 
+mod common;
+
+use common::{
+    block_on, drop_within, each_mode, env_u64, sized, small, submit, try_submit, wait_bounded,
+    within, Crash, TierSetup, MODES, TEST_LIMIT,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind};
 use tierkv::{
-    Db, Error, Handle, Options, ReadOptions, Result, Snapshot, TierConfig, WalMode, WriteBatch,
-    WriteOptions,
+    Db, Handle, Options, ReadOptions, Result, Snapshot, WalMode, WriteBatch, WriteOptions,
 };
 
-const MODES: [WalMode; 2] = [WalMode::Group, WalMode::Parallel];
-const TEST_LIMIT: Duration = Duration::from_secs(60);
-const HANDLE_LIMIT: Duration = Duration::from_secs(20);
 /// Writers, by kind: the index modulo 4 picks sync put, async batch, sync batch, async put.
 const WRITERS: usize = 4;
 const READERS: usize = 3;
@@ -51,20 +50,13 @@ const MULTI: usize = 8;
 const BACK: u64 = 32;
 
 fn run_millis() -> u64 {
-    std::env::var("TIERKV_ORDERING_MILLIS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000)
+    env_u64("TIERKV_ORDERING_MILLIS", 2000)
 }
 
 fn options(dir: &Path, mode: WalMode) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", dir.join("fast")))
-        .tier(TierConfig::new("capacity", dir.join("capacity")))
+    sized(256 << 10, 64 << 10, 512 << 10)
+        .tiers_in(dir)
         .levels_on_fast(1)
-        .write_buffer_size(256 << 10)
-        .target_file_size(64 << 10)
-        .max_bytes_for_level_base(512 << 10)
         .l0_compaction_trigger(2)
         .wal(mode)
         .build()
@@ -72,77 +64,7 @@ fn options(dir: &Path, mode: WalMode) -> Options {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Watchdog, bounded waits, a minimal executor
-
-fn within<T: Send + 'static>(
-    what: &str,
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    let body = thread::spawn(move || {
-        let v = f();
-        let _ = tx.send(());
-        v
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) => body.join().expect("test body"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
-    }
-}
-
-fn wait_bounded<T>(mut h: Handle<T>, what: &str) -> Result<T> {
-    let deadline = Instant::now() + HANDLE_LIMIT;
-    loop {
-        if let Some(r) = h.try_take() {
-            return r;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: handle pending after {HANDLE_LIMIT:?}"
-        );
-        thread::sleep(Duration::from_micros(20));
-    }
-}
-
-struct ThreadWaker {
-    thread: thread::Thread,
-    woken: AtomicBool,
-}
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-    }
-}
-
-/// Polls a future on this thread, parking until its waker is woken (a lost wake-up fails).
-fn block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let state = Arc::new(ThreadWaker {
-        thread: thread::current(),
-        woken: AtomicBool::new(false),
-    });
-    let waker = Waker::from(Arc::clone(&state));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        state.woken.store(false, Ordering::SeqCst);
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        let deadline = Instant::now() + HANDLE_LIMIT;
-        while !state.woken.load(Ordering::SeqCst) {
-            let now = Instant::now();
-            assert!(now < deadline, "a pending handle never woke its waker");
-            thread::park_timeout(deadline - now);
-        }
-    }
-}
+// Waiting for handles
 
 /// Waits for a handle one of three ways.
 fn collect<T>(h: Handle<T>, rng: &mut SmallRng, what: &str) -> Result<T> {
@@ -151,22 +73,6 @@ fn collect<T>(h: Handle<T>, rng: &mut SmallRng, what: &str) -> Result<T> {
         1 => wait_bounded(h, what),
         _ => block_on(h),
     }
-}
-
-/// Retries a submit while the engine is busy.
-fn try_submit<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
-    let deadline = Instant::now() + HANDLE_LIMIT;
-    loop {
-        match f() {
-            Err(Error::Busy(_)) if Instant::now() < deadline => thread::yield_now(),
-            r => return r,
-        }
-    }
-}
-
-/// `try_submit`, failing the test on an error.
-fn submit<T>(what: &str, f: impl FnMut() -> Result<T>) -> T {
-    try_submit(f).unwrap_or_else(|e| panic!("{what}: submit: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,22 +500,11 @@ fn ordering_run(mode: WalMode) {
 
 #[test]
 fn acknowledged_writes_are_visible_in_order_and_batches_are_atomic() {
-    for mode in MODES {
-        within(&format!("ordering {mode:?}"), TEST_LIMIT, move || {
-            ordering_run(mode)
-        });
-    }
+    each_mode("ordering", ordering_run);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Power loss and process kill while the writers run
-
-/// How the machine goes down.
-#[derive(Clone, Copy, Debug)]
-enum Crash {
-    Power(CrashPolicy),
-    Process,
-}
 
 /// Writers run on `FaultFs` (one write in eight `Sync`); the file system is frozen and crashed
 /// under them. The recovered state must be a prefix of each writer's writes, hold whole batches
@@ -619,15 +514,8 @@ enum Crash {
 fn crash_run(mode: WalMode, crash: Crash, seed: u64) {
     let what = format!("{mode:?} {crash:?}");
     let fs = FaultFs::new(seed);
-    let opts = Options::builder()
-        .tier(TierConfig::new("fast", "/db/fast"))
-        .tier(TierConfig::new("capacity", "/db/capacity"))
-        .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(256 << 10)
-        .l0_compaction_trigger(2)
-        .wal(mode)
+    let opts = small(mode, 64 << 10)
+        .fault_tiers()
         .fs(fs.clone())
         .build()
         .unwrap();
@@ -656,22 +544,12 @@ fn crash_run(mode: WalMode, crash: Crash, seed: u64) {
                 .collect(),
             Crash::Process => shared.acked_now(),
         };
-        match crash {
-            Crash::Power(policy) => fs.crash(policy),
-            Crash::Process => fs.process_crash(),
-        }
+        crash.hit(&fs);
         shared.stop.store(true, Ordering::Relaxed);
         let acked: Vec<u64> = writers.into_iter().map(|t| t.join().unwrap()).collect();
         (must_keep, acked)
     });
-    let (tx, rx) = mpsc::channel();
-    let dropper = thread::spawn(move || {
-        drop(db);
-        let _ = tx.send(());
-    });
-    rx.recv_timeout(HANDLE_LIMIT)
-        .unwrap_or_else(|_| panic!("{what}: dropping the crashed Db hung"));
-    dropper.join().unwrap();
+    drop_within(db, &what);
     fs.clear_faults();
 
     let db = Db::open(opts).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));

@@ -36,6 +36,12 @@
 //!
 //! Environment: `TIERKV_PWAL_ROUNDS` multiplies the seeds of every sweep (default 1).
 
+mod common;
+
+use common::{
+    assert_scan_matches, drop_within, env_u64, key6, scan, sized, Crash, Failures, Model,
+    TierSetup, CAPACITY, FAST,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -43,7 +49,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tierkv::env::{
@@ -51,12 +57,9 @@ use tierkv::env::{
 };
 use tierkv::wal::parallel::Meta;
 use tierkv::{
-    Db, Durability, Error, Handle, Options, ReadOptions, RecoveryMode, Result, TierConfig, WalMode,
-    WriteBatch, WriteOptions,
+    Db, Durability, Error, Handle, Options, RecoveryMode, Result, WalMode, WriteBatch, WriteOptions,
 };
 
-const FAST: &str = "/db/fast";
-const CAPACITY: &str = "/db/capacity";
 /// Page size of the area (docs/parallel-wal.md).
 const PAGE: usize = 4096;
 /// Bytes of a page header: colour u64 | crc u32 | used u16 | flags u16 | durable_seq u64.
@@ -68,12 +71,7 @@ const HANG: Duration = Duration::from_secs(20);
 
 /// Seeds `base..base + n * TIERKV_PWAL_ROUNDS` (default 1): more rounds, more crashes.
 fn seeds(base: u64, n: u64) -> std::ops::Range<u64> {
-    let rounds = match std::env::var("TIERKV_PWAL_ROUNDS") {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("TIERKV_PWAL_ROUNDS={v:?}")),
-        Err(_) => 1,
-    };
+    let rounds = env_u64("TIERKV_PWAL_ROUNDS", 1);
     base..base + n * rounds
 }
 
@@ -84,13 +82,9 @@ fn area_path() -> PathBuf {
 /// Tiny memtables and page groups: a group of `group_bytes` fills within a few dozen sync
 /// writes (one page each at least), so slots are recycled often.
 fn options(fs: &Arc<TestFs>, wal: WalMode, group_bytes: u64) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", FAST))
-        .tier(TierConfig::new("capacity", CAPACITY))
+    sized(64 << 10, 32 << 10, 128 << 10)
+        .fault_tiers()
         .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(128 << 10)
         .l0_compaction_trigger(2)
         .wal(wal)
         .wal_loggers(3)
@@ -102,45 +96,10 @@ fn options(fs: &Arc<TestFs>, wal: WalMode, group_bytes: u64) -> Options {
         .unwrap()
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn scan(db: &Db) -> Result<Model> {
-    let mut it = db.iter(ReadOptions::default())?;
-    it.seek_to_first();
-    it.entries().collect()
-}
-
 fn open_and_scan(opts: Options) -> std::result::Result<(Db, Model), String> {
     let db = Db::open(opts).map_err(|e| format!("reopen failed: {e}"))?;
     let state = scan(&db).map_err(|e| format!("scan after reopen failed: {e}"))?;
     Ok((db, state))
-}
-
-/// Drops `db` on another thread: dropping a `Db` whose files died in a crash must neither panic
-/// nor hang.
-fn drop_within(db: Db, what: &str) {
-    let (tx, rx) = mpsc::channel();
-    let dropper = std::thread::spawn(move || {
-        drop(db);
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(()) => dropper.join().expect("drop thread"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            panic!(
-                "{what}: dropping the Db panicked: {:?}",
-                dropper.join().err()
-            )
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: dropping the Db hung for {HANG:?}"),
-    }
-}
-
-/// How a run ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Crash {
-    Power(CrashPolicy),
-    Process,
 }
 
 const POLICIES: [CrashPolicy; 3] = [
@@ -958,33 +917,6 @@ fn verify(
     Ok(present)
 }
 
-/// Collects failures of many cases, so one run reports all of them.
-#[derive(Default)]
-struct Failures(Vec<String>);
-
-impl Failures {
-    fn check<T>(&mut self, case: String, result: std::result::Result<T, String>) {
-        if let Err(e) = result {
-            eprintln!("FAIL {case}: {e}");
-            self.0.push(format!("{case}: {e}"));
-        }
-    }
-
-    fn assert_none(&self, what: &str) {
-        assert!(
-            self.0.is_empty(),
-            "{what}: {} failures, first ones:\n{}",
-            self.0.len(),
-            self.0
-                .iter()
-                .take(8)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
-}
-
 /// One crash case: a fresh database on the parallel WAL, then `spec.cycles` times: writers
 /// crashed in flight, reopen with `reopen_mode`, verify, and a power loss right after the
 /// recovery, which must change nothing. Returns the file system, the history and the last
@@ -1234,10 +1166,6 @@ fn torn_and_partly_kept_pages_many_seeds() {
 // 5: corruption is not a crash
 // ---------------------------------------------------------------------------------------------
 
-fn key(i: usize) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
-
 fn small_value(i: usize) -> Vec<u8> {
     format!("value-{i:06}-").repeat(8).into_bytes()
 }
@@ -1295,7 +1223,7 @@ fn expect_corruption<T: std::fmt::Debug>(result: Result<T>, file: &Path, what: &
 fn synced_area(fs: &Arc<TestFs>) -> Vec<u64> {
     let db = Db::open(options(fs, WalMode::Parallel, 256 << 10)).unwrap();
     for i in 0..40 {
-        db.put(&WriteOptions::sync(), &key(i), &small_value(i))
+        db.put(&WriteOptions::sync(), &key6(i), &small_value(i))
             .unwrap();
     }
     crash_now(
@@ -1323,7 +1251,7 @@ fn page_holding(fs: &TestFs, pages: &[u64], key: &[u8]) -> u64 {
 /// Exactly keys `0..n` with their values.
 fn assert_prefix(db: &Db, n: usize, what: &str) {
     let state = scan(db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
-    let want: Model = (0..n).map(|i| (key(i), small_value(i))).collect();
+    let want: Model = (0..n).map(|i| (key6(i), small_value(i))).collect();
     if state != want {
         let got: Vec<String> = state
             .keys()
@@ -1343,7 +1271,7 @@ fn assert_prefix(db: &Db, n: usize, what: &str) {
 fn durable_page_damage_is_corruption_not_a_crash() {
     let fs = TestFs::new(5);
     let pages = synced_area(&fs);
-    let at = page_holding(&fs, &pages, &key(20));
+    let at = page_holding(&fs, &pages, &key6(20));
     assert!(at > pages[0], "key 20 in the group's first page");
     fs.flip_bit(&area_path(), at + PAGE_HEADER as u64 + 40, 3);
     for mode in [
@@ -1365,7 +1293,7 @@ fn durable_page_damage_is_corruption_not_a_crash() {
     assert_prefix(&db, 20, "PointInTime");
     // The database goes on from the point in time, in the default mode.
     for i in 20..30 {
-        db.put(&WriteOptions::sync(), &key(i), &small_value(i))
+        db.put(&WriteOptions::sync(), &key6(i), &small_value(i))
             .unwrap();
     }
     crash_now(
@@ -1385,7 +1313,7 @@ fn durable_page_damage_is_corruption_not_a_crash() {
 fn damage_in_the_last_page_is_a_torn_tail() {
     let fs = TestFs::new(6);
     let pages = synced_area(&fs);
-    let at = page_holding(&fs, &pages, &key(39));
+    let at = page_holding(&fs, &pages, &key6(39));
     assert_eq!(Some(&at), pages.last(), "key 39 is not in the last page");
     fs.flip_bit(&area_path(), at + PAGE_HEADER as u64 + 40, 1);
     let db = Db::open(options(&fs, WalMode::Parallel, 256 << 10)).expect("open with a torn tail");
@@ -1400,18 +1328,9 @@ fn damage_in_the_last_page_is_a_torn_tail() {
 fn fill(db: &Db, range: std::ops::Range<usize>, model: &mut Model) {
     for i in range {
         let opts = write_options(i % 3 == 0);
-        db.put(&opts, &key(i), &small_value(i)).unwrap();
-        model.insert(key(i), small_value(i));
+        db.put(&opts, &key6(i), &small_value(i)).unwrap();
+        model.insert(key6(i), small_value(i));
     }
-}
-
-fn assert_holds(db: &Db, model: &Model, what: &str) {
-    let state = scan(db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
-    assert_eq!(state.len(), model.len(), "{what}: key count");
-    assert!(
-        state == *model,
-        "{what}: state differs from what was written"
-    );
 }
 
 /// Parallel -> group -> parallel -> group with clean closes: each reopen recovers the other
@@ -1430,7 +1349,7 @@ fn wal_mode_switch_clean() {
     for (round, mode) in modes.into_iter().enumerate() {
         let db = Db::open(options(&fs, mode, 64 << 10))
             .unwrap_or_else(|e| panic!("round {round}: open {mode:?}: {e}"));
-        assert_holds(&db, &model, &format!("round {round}: reopened {mode:?}"));
+        assert_scan_matches(&db, &model, &format!("round {round}: reopened {mode:?}"));
         let io_path = db.stats().wal_io_path;
         assert_eq!(
             io_path == "group",
@@ -1442,7 +1361,7 @@ fn wal_mode_switch_clean() {
         drop_within(db, "clean close");
     }
     let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
-    assert_holds(&db, &model, "final");
+    assert_scan_matches(&db, &model, "final");
     drop_within(db, "close");
 }
 
@@ -1463,9 +1382,9 @@ fn wal_mode_switch_after_crashes() {
                 .map_err(|e| format!("group reopen: {e}"))?;
             let mut model = state;
             for i in 0..120 {
-                db.put(&WriteOptions::sync(), &key(i), &small_value(i))
+                db.put(&WriteOptions::sync(), &key6(i), &small_value(i))
                     .map_err(|e| format!("group mode put: {e}"))?;
-                model.insert(key(i), small_value(i));
+                model.insert(key6(i), small_value(i));
             }
             crash_now(
                 &fs,

@@ -2,27 +2,22 @@
 //! new tables follow the pointer, migration moves tables when the fast tier fills, and every
 //! write stays readable across reopen and crashes.
 
+mod common;
+
+use common::{key, sized, TierSetup};
 use std::time::{Duration, Instant};
 use tierkv::env::{CrashPolicy, FaultFs};
-use tierkv::{Db, Options, Placement, ReadOptions, TierConfig, WriteOptions};
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
+use tierkv::{Db, Placement, ReadOptions, WriteOptions};
 
 fn opts(
     root: &std::path::Path,
     fast_capacity: u64,
     levels_on_fast: usize,
 ) -> tierkv::OptionsBuilder {
-    Options::builder()
-        .tier(TierConfig::new("fast", root.join("fast")).with_capacity(fast_capacity))
-        .tier(TierConfig::new("capacity", root.join("capacity")))
+    sized(64 << 10, 64 << 10, 256 << 10)
+        .tiers_in_capped(root, fast_capacity)
         .placement(Placement::Auto)
         .levels_on_fast(levels_on_fast)
-        .write_buffer_size(64 << 10)
-        .target_file_size(64 << 10)
-        .max_bytes_for_level_base(256 << 10)
         .l0_compaction_trigger(2)
 }
 

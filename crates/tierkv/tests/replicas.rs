@@ -4,14 +4,13 @@
 
 mod common;
 
-use common::{key, value, wait_for};
+use common::{key, value, wait_for, TierSetup};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tierkv::env::{CrashPolicy, FaultFs, Fs};
 use tierkv::{
-    Compression, Db, LiveFile, Options, OptionsBuilder, Placement, ReadOptions, TierConfig,
-    WriteOptions,
+    Compression, Db, LiveFile, Options, OptionsBuilder, Placement, ReadOptions, WriteOptions,
 };
 
 const CAPACITY: u64 = 3 << 20;
@@ -23,8 +22,7 @@ const KEYS: u32 = 6000;
 /// tables, no block cache (every table read reaches a file).
 fn builder(root: &Path) -> OptionsBuilder {
     Options::builder()
-        .tier(TierConfig::new("fast", root.join("fast")).with_capacity(CAPACITY))
-        .tier(TierConfig::new("capacity", root.join("capacity")))
+        .tiers_in_capped(root, CAPACITY)
         .placement(Placement::Auto)
         .fast_tier_bandwidth(100 << 30)
         .compression(Compression::None)

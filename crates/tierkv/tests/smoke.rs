@@ -1,22 +1,17 @@
 //! End-to-end basics on real directories: put/get/delete, flush, compaction, reopen, iterators.
 
+mod common;
+
+use common::{key6, sized, TierSetup};
 use tierkv::{Db, Options, ReadOptions, TierConfig, WriteBatch, WriteOptions};
 
 fn opts(dir: &std::path::Path, levels_on_fast: usize) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", dir.join("fast")))
-        .tier(TierConfig::new("capacity", dir.join("capacity")))
+    sized(64 << 10, 32 << 10, 128 << 10)
+        .tiers_in(dir)
         .levels_on_fast(levels_on_fast)
-        .write_buffer_size(64 << 10)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(128 << 10)
         .l0_compaction_trigger(2)
         .build()
         .unwrap()
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
 }
 
 #[test]
@@ -29,18 +24,18 @@ fn put_get_flush_compact_reopen() {
         for i in 0..5000 {
             db.put(
                 &w,
-                &key(i),
+                &key6(i),
                 format!("value-{i}-{}", "x".repeat(50)).as_bytes(),
             )
             .unwrap();
         }
         for i in (0..5000).step_by(3) {
-            db.delete(&w, &key(i)).unwrap();
+            db.delete(&w, &key6(i)).unwrap();
         }
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
         for i in 0..5000 {
-            let got = db.get(&r, &key(i)).unwrap();
+            let got = db.get(&r, &key6(i)).unwrap();
             if i % 3 == 0 {
                 assert_eq!(got, None, "key {i}");
             } else {
@@ -56,12 +51,12 @@ fn put_get_flush_compact_reopen() {
         );
     }
     let db = Db::open(opts(dir.path(), 1)).unwrap();
-    assert!(db.get(&r, &key(1)).unwrap().is_some());
-    assert_eq!(db.get(&r, &key(3)).unwrap(), None);
+    assert!(db.get(&r, &key6(1)).unwrap().is_some());
+    assert_eq!(db.get(&r, &key6(3)).unwrap(), None);
     let mut it = db.iter(ReadOptions::default()).unwrap();
     it.seek_to_first();
     let keys: Vec<_> = it.entries().map(|e| e.unwrap().0).collect();
-    let want: Vec<_> = (0..5000).filter(|i| i % 3 != 0).map(key).collect();
+    let want: Vec<_> = (0..5000).filter(|i| i % 3 != 0).map(key6).collect();
     assert_eq!(keys, want);
 }
 
@@ -88,16 +83,16 @@ fn reverse_iteration_and_bounds_and_snapshots() {
     let db = Db::open(opts(dir.path(), 1)).unwrap();
     let w = WriteOptions::default();
     for i in 0..100 {
-        db.put(&w, &key(i), b"v1").unwrap();
+        db.put(&w, &key6(i), b"v1").unwrap();
     }
     let snap = db.snapshot();
     for i in 0..100 {
-        db.put(&w, &key(i), b"v2").unwrap();
+        db.put(&w, &key6(i), b"v2").unwrap();
     }
-    db.delete(&w, &key(50)).unwrap();
+    db.delete(&w, &key6(50)).unwrap();
     db.flush().unwrap();
     let mut it = db
-        .iter(ReadOptions::default().bounds(Some(&key(10)), Some(&key(60))))
+        .iter(ReadOptions::default().bounds(Some(&key6(10)), Some(&key6(60))))
         .unwrap();
     it.seek_to_last();
     let mut back = Vec::new();
@@ -106,25 +101,25 @@ fn reverse_iteration_and_bounds_and_snapshots() {
         assert_eq!(it.value(), b"v2");
         it.prev();
     }
-    let mut want: Vec<_> = (10..60).filter(|&i| i != 50).map(key).collect();
+    let mut want: Vec<_> = (10..60).filter(|&i| i != 50).map(key6).collect();
     want.reverse();
     assert_eq!(back, want);
     assert_eq!(
-        db.get(&ReadOptions::at(&snap), &key(50)).unwrap(),
+        db.get(&ReadOptions::at(&snap), &key6(50)).unwrap(),
         Some(b"v1".to_vec())
     );
     db.compact_range(None, None).unwrap();
     assert_eq!(
-        db.get(&ReadOptions::at(&snap), &key(50)).unwrap(),
+        db.get(&ReadOptions::at(&snap), &key6(50)).unwrap(),
         Some(b"v1".to_vec())
     );
     let mut it = db.iter(ReadOptions::at(&snap)).unwrap();
-    it.seek(&key(98));
-    assert_eq!(it.key(), key(98));
+    it.seek(&key6(98));
+    assert_eq!(it.key(), key6(98));
     it.next();
     it.prev();
     it.prev();
-    assert_eq!(it.key(), key(97));
+    assert_eq!(it.key(), key6(97));
     assert_eq!(it.value(), b"v1");
 }
 
@@ -134,7 +129,7 @@ fn wait_for_compactions_leaves_every_level_under_its_target() {
     let o = opts(dir.path(), 1);
     let db = Db::open(o.clone()).unwrap();
     for i in 0..20_000 {
-        db.put(&WriteOptions::default(), &key(i), &[b'v'; 100])
+        db.put(&WriteOptions::default(), &key6(i), &[b'v'; 100])
             .unwrap();
     }
     db.flush().unwrap();
@@ -151,8 +146,7 @@ fn wait_for_compactions_leaves_every_level_under_its_target() {
 
 fn parallel_opts(dir: &std::path::Path) -> Options {
     Options::builder()
-        .tier(TierConfig::new("fast", dir.join("fast")))
-        .tier(TierConfig::new("capacity", dir.join("capacity")))
+        .tiers_in(dir)
         .write_buffer_size(256 << 10)
         .wal(tierkv::WalMode::Parallel)
         .wal_group_bytes(512 << 10)
@@ -170,7 +164,7 @@ fn parallel_wal_concurrent_sync_writes_survive_reopen() {
                 let db = std::sync::Arc::clone(&db);
                 std::thread::spawn(move || {
                     for i in 0..1500u32 {
-                        let k = key(t * 10_000 + i);
+                        let k = key6(t * 10_000 + i);
                         db.put(&WriteOptions::sync(), &k, &k).unwrap();
                         assert_eq!(db.get(&ReadOptions::default(), &k).unwrap(), Some(k));
                     }
@@ -193,7 +187,7 @@ fn parallel_wal_concurrent_sync_writes_survive_reopen() {
     let db = Db::open(parallel_opts(dir.path())).unwrap();
     for t in 0..4u32 {
         for i in 0..1500u32 {
-            let k = key(t * 10_000 + i);
+            let k = key6(t * 10_000 + i);
             assert_eq!(
                 db.get(&ReadOptions::default(), &k).unwrap(),
                 Some(k.clone())
@@ -203,7 +197,7 @@ fn parallel_wal_concurrent_sync_writes_survive_reopen() {
     let mut h = Vec::new();
     for i in 0..200u32 {
         h.push(
-            db.submit_put(&WriteOptions::sync(), &key(90_000 + i), b"async")
+            db.submit_put(&WriteOptions::sync(), &key6(90_000 + i), b"async")
                 .unwrap(),
         );
     }
@@ -211,16 +205,16 @@ fn parallel_wal_concurrent_sync_writes_survive_reopen() {
         x.wait().unwrap();
     }
     assert_eq!(
-        db.submit_get(&ReadOptions::default(), &key(90_007))
+        db.submit_get(&ReadOptions::default(), &key6(90_007))
             .unwrap()
             .wait()
             .unwrap(),
         Some(b"async".to_vec())
     );
     let mut txn = db.transaction();
-    assert_eq!(txn.get(&key(90_001)).unwrap(), Some(b"async".to_vec()));
-    txn.put(&key(90_001), b"txn").unwrap();
-    db.put(&WriteOptions::default(), &key(90_001), b"racer")
+    assert_eq!(txn.get(&key6(90_001)).unwrap(), Some(b"async".to_vec()));
+    txn.put(&key6(90_001), b"txn").unwrap();
+    db.put(&WriteOptions::default(), &key6(90_001), b"racer")
         .unwrap();
     assert!(matches!(
         txn.commit(&WriteOptions::sync()),
@@ -233,14 +227,17 @@ fn group_mode_async_writes_complete_and_group() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(opts(dir.path(), 1)).unwrap();
     let handles: Vec<_> = (0..500u32)
-        .map(|i| db.submit_put(&WriteOptions::sync(), &key(i), b"v").unwrap())
+        .map(|i| {
+            db.submit_put(&WriteOptions::sync(), &key6(i), b"v")
+                .unwrap()
+        })
         .collect();
     for h in handles {
         h.wait().unwrap();
     }
     for i in 0..500u32 {
         assert_eq!(
-            db.get(&ReadOptions::default(), &key(i)).unwrap(),
+            db.get(&ReadOptions::default(), &key6(i)).unwrap(),
             Some(b"v".to_vec())
         );
     }
@@ -265,13 +262,13 @@ fn direct_reads_return_the_same_data() {
         .unwrap();
     let db = Db::open(o).unwrap();
     for i in 0..3000u32 {
-        db.put(&WriteOptions::default(), &key(i), &[i as u8; 300])
+        db.put(&WriteOptions::default(), &key6(i), &[i as u8; 300])
             .unwrap();
     }
     db.compact_range(None, None).unwrap();
     for i in (0..3000u32).step_by(7) {
         assert_eq!(
-            db.get(&ReadOptions::default(), &key(i)).unwrap(),
+            db.get(&ReadOptions::default(), &key6(i)).unwrap(),
             Some(vec![i as u8; 300])
         );
     }

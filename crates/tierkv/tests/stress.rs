@@ -16,12 +16,15 @@
 //!
 //! `TIERKV_STRESS_MILLIS` sets how long the load runs (default 4000).
 
+mod common;
+
+use common::{collect_entries, env_u64, tiny, TierSetup};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tierkv::{Db, Durability, Options, ReadOptions, TierConfig, WriteBatch, WriteOptions};
+use tierkv::{Db, Durability, Options, ReadOptions, WriteBatch, WriteOptions};
 
 const WRITERS: usize = 3;
 /// Keys written alone or in multi-key batches.
@@ -371,25 +374,7 @@ fn check_floors(view: &View, floors: &[u64], seen: &mut [u64], what: &str) {
 
 fn scan(db: &Db, opts: ReadOptions, reverse: bool) -> View {
     let mut it = db.iter(opts).expect("iter");
-    let mut out = Vec::new();
-    if reverse {
-        it.seek_to_last();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.prev();
-        }
-        out.reverse();
-    } else {
-        it.seek_to_first();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
-    }
-    if let Err(e) = it.status() {
-        panic!("scan: iterator status: {e}");
-    }
-    out
+    collect_entries(&mut it, reverse, "scan")
 }
 
 /// Scans of the latest state (each iterator is its own consistent view), in both directions,
@@ -512,16 +497,10 @@ fn maintenance(db: &Db, shared: &Shared) -> u64 {
 // The test
 
 fn options(dir: &std::path::Path) -> Options {
-    Options::builder()
-        .tier(TierConfig::new("fast", dir.join("fast")))
-        .tier(TierConfig::new("capacity", dir.join("capacity")))
-        .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
+    tiny()
+        .tiers_in(dir)
         .max_immutable_memtables(1)
-        .target_file_size(16 << 10)
-        .max_bytes_for_level_base(64 << 10)
         .level_size_multiplier(4)
-        .l0_compaction_trigger(2)
         .block_size(1024)
         .block_cache_bytes(128 << 10)
         .background_threads(2)
@@ -537,11 +516,7 @@ fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
 }
 
 fn run_millis() -> u64 {
-    std::env::var("TIERKV_STRESS_MILLIS")
-        .ok()
-        .map_or(4000, |v| {
-            v.parse().expect("TIERKV_STRESS_MILLIS is a number")
-        })
+    env_u64("TIERKV_STRESS_MILLIS", 4000)
 }
 
 /// The database holds exactly the writers' final values, by get and by scan.

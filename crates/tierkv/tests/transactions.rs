@@ -3,123 +3,31 @@
 //! disjoint transactions, a contended counter, `submit_commit`, and atomicity and durability of
 //! commits across a power loss on `FaultFs`.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread;
-use std::time::{Duration, Instant};
-use tierkv::env::{CrashPolicy, FaultFs, FaultKind};
-use tierkv::{
-    Db, Error, Handle, Options, OptionsBuilder, ReadOptions, Result, TierConfig, WalMode,
-    WriteOptions,
+mod common;
+
+use common::{
+    block_on, crash_now, each_mode, small, wait_bounded, within, Crash, TierSetup, MODES,
+    TEST_LIMIT,
 };
-
-const MODES: [WalMode; 2] = [WalMode::Group, WalMode::Parallel];
-const TEST_LIMIT: Duration = Duration::from_secs(60);
-const HANDLE_LIMIT: Duration = Duration::from_secs(20);
-
-fn builder(mode: WalMode) -> OptionsBuilder {
-    Options::builder()
-        .levels_on_fast(1)
-        .write_buffer_size(64 << 10)
-        .target_file_size(32 << 10)
-        .max_bytes_for_level_base(256 << 10)
-        .l0_compaction_trigger(2)
-        .wal(mode)
-}
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use tierkv::env::{CrashPolicy, FaultFs};
+use tierkv::{Db, Error, Options, ReadOptions, Result, WalMode, WriteOptions};
 
 fn open_dir(dir: &Path, mode: WalMode) -> Db {
-    Db::open(
-        builder(mode)
-            .tier(TierConfig::new("fast", dir.join("fast")))
-            .tier(TierConfig::new("capacity", dir.join("capacity")))
-            .build()
-            .unwrap(),
-    )
-    .unwrap()
-}
-
-fn within<T: Send + 'static>(
-    what: &str,
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    let body = thread::spawn(move || {
-        let v = f();
-        let _ = tx.send(());
-        v
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) => body.join().expect("test body"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
-            Ok(v) => v,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
-    }
+    Db::open(small(mode, 64 << 10).tiers_in(dir).build().unwrap()).unwrap()
 }
 
 /// Runs the body once per WAL mode on a fresh directory, under a watchdog.
-fn each_mode(name: &str, body: fn(&Db, WalMode)) {
-    for mode in MODES {
-        within(&format!("{name} {mode:?}"), TEST_LIMIT, move || {
-            let dir = tempfile::tempdir().unwrap();
-            let db = open_dir(dir.path(), mode);
-            body(&db, mode);
-        });
-    }
-}
-
-fn wait_bounded<T>(mut h: Handle<T>, what: &str) -> Result<T> {
-    let deadline = Instant::now() + HANDLE_LIMIT;
-    loop {
-        if let Some(r) = h.try_take() {
-            return r;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: handle pending after {HANDLE_LIMIT:?}"
-        );
-        thread::sleep(Duration::from_micros(50));
-    }
-}
-
-struct ThreadWaker {
-    thread: thread::Thread,
-    woken: AtomicBool,
-}
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-    }
-}
-
-fn block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let state = Arc::new(ThreadWaker {
-        thread: thread::current(),
-        woken: AtomicBool::new(false),
+fn each_mode_on_a_db(name: &str, body: fn(&Db, WalMode)) {
+    each_mode(name, move |mode| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_dir(dir.path(), mode);
+        body(&db, mode);
     });
-    let waker = Waker::from(Arc::clone(&state));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        state.woken.store(false, Ordering::SeqCst);
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        let deadline = Instant::now() + HANDLE_LIMIT;
-        while !state.woken.load(Ordering::SeqCst) {
-            let now = Instant::now();
-            assert!(now < deadline, "a pending handle never woke its waker");
-            thread::park_timeout(deadline - now);
-        }
-    }
 }
 
 fn get(db: &Db, key: &[u8]) -> Option<Vec<u8>> {
@@ -152,7 +60,7 @@ fn assert_conflict(r: Result<()>, key: &[u8], what: &str) {
 
 #[test]
 fn reads_see_own_writes() {
-    each_mode("own writes", |db, mode| {
+    each_mode_on_a_db("own writes", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"a", b"db-a").unwrap();
         db.put(&w, b"b", b"db-b").unwrap();
@@ -186,7 +94,7 @@ fn reads_see_own_writes() {
 
 #[test]
 fn rollback_and_drop_write_nothing() {
-    each_mode("rollback", |db, mode| {
+    each_mode_on_a_db("rollback", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"k", b"before").unwrap();
         let mut t = db.transaction();
@@ -213,7 +121,7 @@ fn rollback_and_drop_write_nothing() {
 
 #[test]
 fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
-    each_mode("race", |db, mode| {
+    each_mode_on_a_db("race", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"x", b"0").unwrap();
         db.put(&w, b"pre", b"kept").unwrap();
@@ -256,7 +164,7 @@ fn second_of_two_racing_transactions_conflicts_and_writes_nothing() {
 
 #[test]
 fn plain_write_to_a_read_key_fails_the_commit() {
-    each_mode("plain write", |db, mode| {
+    each_mode_on_a_db("plain write", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"r", b"1").unwrap();
         // A write after the read.
@@ -319,7 +227,7 @@ fn plain_write_to_a_read_key_fails_the_commit() {
 
 #[test]
 fn disjoint_transactions_both_commit() {
-    each_mode("disjoint", |db, mode| {
+    each_mode_on_a_db("disjoint", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"a", b"1").unwrap();
         db.put(&w, b"b", b"1").unwrap();
@@ -344,7 +252,7 @@ const INC_EACH: u64 = 100;
 
 #[test]
 fn concurrent_increments_add_up() {
-    each_mode("increments", |db, mode| {
+    each_mode_on_a_db("increments", |db, mode| {
         let w = WriteOptions::default();
         db.put(&w, b"counter", b"0").unwrap();
         let conflicts = AtomicU64::new(0);
@@ -408,7 +316,7 @@ fn concurrent_increments_add_up() {
 
 #[test]
 fn submit_commit_completes_and_reports_conflicts() {
-    each_mode("submit_commit", |db, mode| {
+    each_mode_on_a_db("submit_commit", |db, mode| {
         let w = WriteOptions::default();
         let mut t = db.transaction();
         t.put(b"s1", b"a").unwrap();
@@ -461,27 +369,11 @@ fn submit_commit_completes_and_reports_conflicts() {
 // Power loss
 
 fn crash_options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
-    builder(mode)
-        .tier(TierConfig::new("fast", "/db/fast"))
-        .tier(TierConfig::new("capacity", "/db/capacity"))
+    small(mode, 64 << 10)
+        .fault_tiers()
         .fs(fs.clone())
         .build()
         .unwrap()
-}
-
-/// Freezes the file system, cuts the power, drops the dead `Db`, lifts the freeze.
-fn power_loss(fs: &FaultFs, db: Db, policy: CrashPolicy) {
-    fs.fail_after(0, FaultKind::Io, false);
-    fs.crash(policy);
-    let (tx, rx) = mpsc::channel();
-    let t = thread::spawn(move || {
-        drop(db);
-        let _ = tx.send(());
-    });
-    rx.recv_timeout(HANDLE_LIMIT)
-        .expect("dropping a Db after a power loss hung");
-    t.join().unwrap();
-    fs.clear_faults();
 }
 
 /// Values of the unsynced transactions: large enough that 30 of them span several pages.
@@ -546,7 +438,7 @@ fn crash_run(mode: WalMode, policy: CrashPolicy, seed: u64) {
         t.commit(&w).unwrap();
     }
 
-    power_loss(&fs, db, policy);
+    crash_now(&fs, db, Crash::Power(policy), &what);
     let db = Db::open(opts).unwrap();
     for k in ["a", "b", "c"] {
         assert_eq!(get(&db, k.as_bytes()), v("committed"), "{what}: key {k}");

@@ -1,29 +1,24 @@
-//! Helpers shared by the fast-tier room tests (`flush_reserve`, `replicas`).
+//! Fixtures shared by the engine's integration tests, one copy each: tier layouts, option sets,
+//! keys and values, bounded waits on handles and threads, and the plumbing of crash tests
+//! (freezing and crashing a `FaultFs`, dropping a dead `Db`, file-system images, failure lists).
 
-use std::time::{Duration, Instant};
+// Every test binary compiles this module with `mod common;` and uses only some of it.
+#![allow(dead_code, unused_imports)]
 
-/// The key of record `i`: `key` and eight digits.
-pub fn key(i: u32) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
+pub mod crash;
+pub mod kv;
+pub mod opts;
+pub mod tiers;
+pub mod wait;
 
-/// 1000 bytes determined by `i`.
-pub fn value(i: u32) -> Vec<u8> {
-    (0..1000u32)
-        .map(|j| (i.wrapping_mul(31) ^ j.wrapping_mul(7)) as u8)
-        .collect()
-}
-
-/// Polls `f` every 50 ms until it returns `Some` or `limit` passes.
-pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+pub use crash::{crash_now, drop_within, env_u64, Crash, Failures, FsImage, CRASHES, DROP_LIMIT};
+pub use kv::{
+    assert_same_entries, assert_scan_matches, collect_entries, key, key6, scan, show_bytes,
+    show_entry, value, Entry, Model,
+};
+pub use opts::{sized, small, tiny, MODES};
+pub use tiers::{TierSetup, CAPACITY, FAST};
+pub use wait::{
+    block_on, block_on_counted, each_mode, submit, try_submit, wait_bounded, wait_for, wait_ready,
+    within, Blocked, HANDLE_LIMIT, TEST_LIMIT,
+};

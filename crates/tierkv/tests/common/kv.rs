@@ -1,0 +1,109 @@
+//! Keys, values, the `BTreeMap` model a database is checked against, and ways to compare them.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use tierkv::{Db, DbIterator, ReadOptions, Result};
+
+/// What a database should hold, key by key.
+pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// One key-value pair as an iterator yields it.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// The key of record `i`: `key` and eight digits.
+pub fn key(i: u32) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+/// The key of record `i` (any unsigned integer): `key` and six digits.
+pub fn key6(i: impl Display) -> Vec<u8> {
+    format!("key{i:0>6}").into_bytes()
+}
+
+/// 1000 bytes determined by `i`.
+pub fn value(i: u32) -> Vec<u8> {
+    (0..1000u32)
+        .map(|j| (i.wrapping_mul(31) ^ j.wrapping_mul(7)) as u8)
+        .collect()
+}
+
+/// Everything the database holds, by a forward scan.
+pub fn scan(db: &Db) -> Result<Model> {
+    let mut it = db.iter(ReadOptions::default())?;
+    it.seek_to_first();
+    it.entries().collect()
+}
+
+/// Every entry of `it` from the first (or, `reverse`, from the last), in key order; fails the
+/// test if the iterator ends in an error.
+pub fn collect_entries(it: &mut DbIterator, reverse: bool, what: &str) -> Vec<Entry> {
+    let mut out = Vec::new();
+    if reverse {
+        it.seek_to_last();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.prev();
+        }
+        out.reverse();
+    } else {
+        it.seek_to_first();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+    }
+    if let Err(e) = it.status() {
+        panic!("{what}: iterator status: {e}");
+    }
+    out
+}
+
+/// Up to 24 bytes, escaped to ASCII, and the length if longer.
+pub fn show_bytes(b: &[u8]) -> String {
+    let head = b[..b.len().min(24)].escape_ascii();
+    if b.len() > 24 {
+        format!("\"{head}\"..({} bytes)", b.len())
+    } else {
+        format!("\"{head}\"")
+    }
+}
+
+/// An entry as `key => value`, or `<end>`.
+pub fn show_entry(e: Option<&Entry>) -> String {
+    e.map_or_else(
+        || "<end>".to_string(),
+        |(k, v)| format!("{} => {}", show_bytes(k), show_bytes(v)),
+    )
+}
+
+/// `got` must equal `want`; else fails naming the first entry where they differ.
+#[track_caller]
+pub fn assert_same_entries(what: &str, got: &[Entry], want: &[Entry]) {
+    if got == want {
+        return;
+    }
+    let i = got
+        .iter()
+        .zip(want)
+        .position(|(g, w)| g != w)
+        .unwrap_or(got.len().min(want.len()));
+    panic!(
+        "{what}: {} entries returned, {} expected; first difference at position {i}: \
+         got {}, expected {}",
+        got.len(),
+        want.len(),
+        show_entry(got.get(i)),
+        show_entry(want.get(i)),
+    );
+}
+
+/// A forward scan of `db` must hold exactly `model`.
+#[track_caller]
+pub fn assert_scan_matches(db: &Db, model: &Model, what: &str) {
+    let state = scan(db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+    assert_eq!(state.len(), model.len(), "{what}: key count");
+    assert!(
+        state == *model,
+        "{what}: the scan differs from what was written"
+    );
+}

@@ -1,0 +1,33 @@
+//! Option sets with small memtables, tables and levels, so that switches, flushes and
+//! compactions all run within a test. Add the tiers with [`super::TierSetup`].
+
+use tierkv::{Options, OptionsBuilder, WalMode};
+
+/// Both WAL modes, for tests that run once per mode.
+pub const MODES: [WalMode; 2] = [WalMode::Group, WalMode::Parallel];
+
+/// Memtables of `write_buffer` bytes, tables of `target_file` bytes, an L1 of `level_base`
+/// bytes; everything else at its default.
+pub fn sized(write_buffer: usize, target_file: u64, level_base: u64) -> OptionsBuilder {
+    Options::builder()
+        .write_buffer_size(write_buffer)
+        .target_file_size(target_file)
+        .max_bytes_for_level_base(level_base)
+}
+
+/// The tiniest LSM: L0 on the fast tier, 64 KiB memtables, 16 KiB tables, a 64 KiB L1,
+/// compaction at two L0 tables.
+pub fn tiny() -> OptionsBuilder {
+    sized(64 << 10, 16 << 10, 64 << 10)
+        .levels_on_fast(1)
+        .l0_compaction_trigger(2)
+}
+
+/// A small LSM on the WAL `mode`: L0 on the fast tier, memtables of `write_buffer` bytes,
+/// 32 KiB tables, a 256 KiB L1, compaction at two L0 tables.
+pub fn small(mode: WalMode, write_buffer: usize) -> OptionsBuilder {
+    sized(write_buffer, 32 << 10, 256 << 10)
+        .levels_on_fast(1)
+        .l0_compaction_trigger(2)
+        .wal(mode)
+}
