@@ -46,12 +46,11 @@ pub fn demo(engine: &EngineArgs, args: &DemoArgs, out: &mut dyn Write) -> Result
 
 /// Engine options sized so a demo of a few hundred MiB shows every level and both tiers.
 fn demo_options() -> Options {
-    Options {
-        write_buffer_size: 8 << 20,
-        target_file_size: 8 << 20,
-        max_bytes_for_level_base: 32 << 20,
-        ..Options::default()
-    }
+    let mut opts = Options::default();
+    opts.memtable.write_buffer_size = 8 << 20;
+    opts.compaction.target_file_size = 8 << 20;
+    opts.compaction.max_bytes_for_level_base = 32 << 20;
+    opts
 }
 
 /// Deletes the tier directories of an earlier demo run. A directory that is not a tierkv tier
@@ -120,9 +119,9 @@ fn write_header(db: &Db, args: &DemoArgs, seed: u64, out: &mut dyn Write) -> Res
         out,
         "tiers: {}; levels on fast tier: {}; memtable {}, compression {}",
         tiers.join(", "),
-        o.levels_on_fast,
-        human_bytes(o.write_buffer_size as u64),
-        o.compression
+        o.placement.levels_on_fast,
+        human_bytes(o.memtable.write_buffer_size as u64),
+        o.table.compression
     )?;
     // NB: stdout is buffered; show the header before the progress bar starts on stderr.
     out.flush()?;

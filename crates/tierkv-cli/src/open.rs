@@ -48,22 +48,22 @@ impl EngineArgs {
 
     fn apply_tuning(&self, opts: &mut Options) -> Result<()> {
         if let Some(n) = self.levels_on_fast {
-            opts.levels_on_fast = n;
+            opts.placement.levels_on_fast = n;
         }
         if let Some(bytes) = self.write_buffer_size {
-            opts.write_buffer_size = to_usize(bytes, "--write-buffer-size")?;
+            opts.memtable.write_buffer_size = to_usize(bytes, "--write-buffer-size")?;
         }
         if let Some(c) = self.compression {
-            opts.compression = c.into();
+            opts.table.compression = c.into();
         }
         if let Some(bytes) = self.block_cache {
-            opts.block_cache_bytes = to_usize(bytes, "--block-cache")?;
+            opts.cache.block_cache_bytes = to_usize(bytes, "--block-cache")?;
         }
         if let Some(wal) = self.wal {
-            opts.wal = wal.into();
+            opts.wal.mode = wal.into();
         }
         if let Some(placement) = self.placement {
-            opts.placement = placement.into();
+            opts.placement.mode = placement.into();
         }
         Ok(())
     }

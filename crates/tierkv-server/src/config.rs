@@ -348,18 +348,18 @@ impl Args {
 
     fn apply_tuning(&self, opts: &mut Options) -> Result<(), ConfigError> {
         if let Some(n) = self.levels_on_fast {
-            opts.levels_on_fast = n;
+            opts.placement.levels_on_fast = n;
         }
         if let Some(b) = self.write_buffer_size {
-            opts.write_buffer_size = usize::try_from(b)
+            opts.memtable.write_buffer_size = usize::try_from(b)
                 .map_err(|_| setting("--write-buffer-size", "does not fit this machine"))?;
         }
         if let Some(b) = self.block_cache {
-            opts.block_cache_bytes = usize::try_from(b)
+            opts.cache.block_cache_bytes = usize::try_from(b)
                 .map_err(|_| setting("--block-cache", "does not fit this machine"))?;
         }
         if let Some(w) = self.wal {
-            opts.wal = match w {
+            opts.wal.mode = match w {
                 WalArg::Group => tierkv::WalMode::Group,
                 WalArg::Parallel => tierkv::WalMode::Parallel,
             };
@@ -514,7 +514,7 @@ mod tests {
         assert_eq!(c.port, 7001, "flags win");
         assert_eq!(c.durability, DurabilityArg::Sync);
         assert_eq!(c.max_request_size, 2 << 20);
-        assert_eq!((o.levels_on_fast, o.write_buffer_size), (1, 8 << 20));
+        assert_eq!((o.placement.levels_on_fast, o.memtable.write_buffer_size), (1, 8 << 20));
         assert_eq!(o.tiers[0].capacity, 1 << 30);
         let (_, o) = args(&[
             "--config",

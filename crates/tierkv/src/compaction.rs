@@ -47,7 +47,7 @@ pub fn level_scores(version: &Version, opts: &Options) -> Vec<f64> {
     (0..last)
         .map(|level| {
             if level == 0 {
-                version.levels[0].len() as f64 / opts.l0_compaction_trigger as f64
+                version.levels[0].len() as f64 / opts.compaction.l0_compaction_trigger as f64
             } else {
                 version.level_bytes(level) as f64 / opts.level_target_bytes(level) as f64
             }
@@ -202,11 +202,10 @@ mod tests {
     use crate::version::tests::meta;
 
     fn opts() -> Options {
-        Options {
-            l0_compaction_trigger: 2,
-            max_bytes_for_level_base: 1000,
-            ..Default::default()
-        }
+        let mut opts = Options::default();
+        opts.compaction.l0_compaction_trigger = 2;
+        opts.compaction.max_bytes_for_level_base = 1000;
+        opts
     }
 
     #[test]

@@ -225,10 +225,10 @@ impl Tiers {
             flush_reserve,
             flush_reserve_held: AtomicU64::new(flush_reserve),
             replica_used: AtomicU64::new(0),
-            replica_slack: opts.target_file_size,
+            replica_slack: opts.compaction.target_file_size,
             background_limiter: Arc::default(),
-            read_io_uring: opts.read_io_uring,
-            bytes_per_sync: opts.bytes_per_sync,
+            read_io_uring: opts.cache.read_io_uring,
+            bytes_per_sync: opts.compaction.bytes_per_sync,
         })
     }
 

@@ -471,11 +471,11 @@ fn invalid_options_are_refused_naming_the_option() {
     let model = fx.populate();
     let good = || fx.opts();
     let cases: Vec<(&str, Edit)> = vec![
-        ("num_levels", Box::new(|o| o.num_levels = 0)),
-        ("num_levels", Box::new(|o| o.num_levels = 13)),
+        ("num_levels", Box::new(|o| o.compaction.num_levels = 0)),
+        ("num_levels", Box::new(|o| o.compaction.num_levels = 13)),
         (
             "levels_on_fast",
-            Box::new(|o| o.levels_on_fast = o.num_levels + 1),
+            Box::new(|o| o.placement.levels_on_fast = o.compaction.num_levels + 1),
         ),
         ("tiers", Box::new(|o| o.tiers.clear())),
         ("used twice", Box::new(|o| o.tiers[1].name = "fast".into())),
@@ -487,23 +487,23 @@ fn invalid_options_are_refused_naming_the_option() {
             "given for two tiers",
             Box::new(|o| o.tiers[1].path = o.tiers[0].path.clone()),
         ),
-        ("write_buffer_size", Box::new(|o| o.write_buffer_size = 1)),
+        ("write_buffer_size", Box::new(|o| o.memtable.write_buffer_size = 1)),
         (
             "max_immutable_memtables",
-            Box::new(|o| o.max_immutable_memtables = 0),
+            Box::new(|o| o.memtable.max_immutable_memtables = 0),
         ),
         (
             "l0_slowdown_trigger",
-            Box::new(|o| o.l0_slowdown_trigger = 1),
+            Box::new(|o| o.compaction.l0_slowdown_trigger = 1),
         ),
-        ("target_file_size", Box::new(|o| o.target_file_size = 1)),
-        ("block_size", Box::new(|o| o.block_size = 0)),
-        ("background_threads", Box::new(|o| o.background_threads = 0)),
+        ("target_file_size", Box::new(|o| o.compaction.target_file_size = 1)),
+        ("block_size", Box::new(|o| o.table.block_size = 0)),
+        ("background_threads", Box::new(|o| o.compaction.background_threads = 0)),
         (
             "tiers[0].capacity",
             Box::new(|o| {
                 o.tiers[0].capacity = 1 << 20;
-                o.fast_tier_wal_reserve = Some(1 << 20);
+                o.wal.fast_tier_reserve = Some(1 << 20);
             }),
         ),
     ];
@@ -558,8 +558,8 @@ fn shrinking_num_levels_below_the_data_is_refused() {
     };
     assert!(deepest >= 2, "no table below L1");
     let mut opts = fx.opts();
-    opts.num_levels = deepest;
-    opts.levels_on_fast = 1;
+    opts.compaction.num_levels = deepest;
+    opts.placement.levels_on_fast = 1;
     expect_invalid(Db::open(opts).expect_err("fewer levels"), &["num_levels"]);
     fx.assert_intact(&model, "an open with too few levels");
 }
@@ -571,14 +571,14 @@ fn changing_tunable_options_between_opens_keeps_the_data() {
     let fx = Fixture::new();
     let mut model = fx.populate();
     let variants: Vec<Edit> = vec![
-        Box::new(|o| o.levels_on_fast = 0),
-        Box::new(|o| o.levels_on_fast = 3),
-        Box::new(|o| o.compression = tierkv::Compression::Zstd),
-        Box::new(|o| o.compression = tierkv::Compression::None),
+        Box::new(|o| o.placement.levels_on_fast = 0),
+        Box::new(|o| o.placement.levels_on_fast = 3),
+        Box::new(|o| o.table.compression = tierkv::Compression::Zstd),
+        Box::new(|o| o.table.compression = tierkv::Compression::None),
         Box::new(|o| {
-            o.block_size = 512;
-            o.bloom_bits_per_key = 0;
-            o.write_buffer_size = 128 << 10;
+            o.table.block_size = 512;
+            o.table.bloom_bits_per_key = 0;
+            o.memtable.write_buffer_size = 128 << 10;
         }),
         Box::new(|o| o.tiers[0].capacity = 2 << 20),
     ];

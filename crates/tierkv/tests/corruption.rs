@@ -26,7 +26,7 @@ fn options(fs: &Arc<FaultFs>) -> Options {
 
 fn with_mode(fs: &Arc<FaultFs>, mode: RecoveryMode) -> Options {
     let mut opts = options(fs);
-    opts.wal_recovery_mode = mode;
+    opts.wal.recovery_mode = mode;
     opts
 }
 
@@ -206,7 +206,7 @@ fn wal_flip_in_lenient_modes_opens_with_what_is_intact() {
 /// the options, the two WALs and how many puts were acknowledged.
 fn two_live_wals(fs: &Arc<FaultFs>, extra: usize) -> (Options, PathBuf, PathBuf, usize) {
     let mut opts = options(fs);
-    opts.levels_on_fast = 0;
+    opts.placement.levels_on_fast = 0;
     fs.create_dir_all(Path::new(CAPACITY)).unwrap();
     let db = Db::open(opts.clone()).unwrap();
     let used: u64 = files_in(fs, CAPACITY, "")
@@ -262,7 +262,7 @@ fn damage_at_the_end_of_a_sealed_wal(extra: usize) {
     );
     // PointInTime stops at the damage: the prefix before the damaged record, no hole.
     let mut pit = opts.clone();
-    pit.wal_recovery_mode = RecoveryMode::PointInTime;
+    pit.wal.recovery_mode = RecoveryMode::PointInTime;
     let db = Db::open(pit).unwrap_or_else(|e| panic!("PointInTime open: {e}"));
     let prefix = offsets.len() - 1;
     let model: Model = (0..prefix).map(|i| (key6(i), value(i))).collect();

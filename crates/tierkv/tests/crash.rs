@@ -1609,8 +1609,8 @@ fn fill_small_fast_tier(seed: u64, device_limit: bool) {
     }
     let mut opts = options(fault.clone());
     opts.tiers[0].capacity = BUDGET;
-    opts.levels_on_fast = 2;
-    opts.max_bytes_for_level_base = 4 << 20;
+    opts.placement.levels_on_fast = 2;
+    opts.compaction.max_bytes_for_level_base = 4 << 20;
     opts.validate().unwrap();
     let db = Db::open(opts.clone()).unwrap();
     let mut rng = SmallRng::seed_from_u64(seed);

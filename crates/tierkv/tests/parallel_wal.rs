@@ -938,8 +938,8 @@ fn crash_case(
     let opts = |mode, i| {
         let (group_bytes, immutable) = layout(i);
         let mut o = options(&fs, mode, group_bytes);
-        o.max_immutable_memtables = immutable;
-        (o.wal_loggers, o.wal_inflight) = spec.loggers;
+        o.memtable.max_immutable_memtables = immutable;
+        (o.wal.loggers, o.wal.inflight) = spec.loggers;
         o
     };
     let mut history = History::new(spec.threads);
@@ -1279,16 +1279,16 @@ fn durable_page_damage_is_corruption_not_a_crash() {
         RecoveryMode::AbsoluteConsistency,
     ] {
         let mut opts = options(&fs, WalMode::Parallel, 256 << 10);
-        opts.wal_recovery_mode = mode;
+        opts.wal.recovery_mode = mode;
         expect_corruption(Db::open(opts), &area_path(), &format!("{mode:?}"));
     }
     // Group mode reads the same area the same way.
     let mut opts = options(&fs, WalMode::Group, 256 << 10);
-    opts.wal_recovery_mode = RecoveryMode::TolerateCorruptedTail;
+    opts.wal.recovery_mode = RecoveryMode::TolerateCorruptedTail;
     expect_corruption(Db::open(opts), &area_path(), "group mode");
 
     let mut opts = options(&fs, WalMode::Parallel, 256 << 10);
-    opts.wal_recovery_mode = RecoveryMode::PointInTime;
+    opts.wal.recovery_mode = RecoveryMode::PointInTime;
     let db = Db::open(opts).expect("PointInTime open");
     assert_prefix(&db, 20, "PointInTime");
     // The database goes on from the point in time, in the default mode.
@@ -1622,7 +1622,7 @@ fn close_with_requests_in_flight() {
     for seed in seeds(10000, 8) {
         let fs = TestFs::new(seed);
         let mut opts = options(&fs, WalMode::Parallel, spec.group_bytes);
-        opts.max_pending_requests = 1024;
+        opts.pipeline.max_pending_requests = 1024;
         let db = Db::open(opts).unwrap();
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut history = History::new(1);

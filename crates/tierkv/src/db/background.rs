@@ -57,7 +57,7 @@ impl OutputCtx<'_> {
             .then(|| self.tiers.table_budget(TierId::FAST, WriteKind::Compaction));
         policy::FastBudget {
             budget,
-            table_size: self.opts.target_file_size,
+            table_size: self.opts.compaction.target_file_size,
         }
     }
 }
@@ -110,7 +110,7 @@ fn next_job(db: &DbInner) -> Option<Job> {
             }
             // NB: with two or more workers one is always left for flushes, so a flush never
             // waits behind long compactions while writers stall on full memtables.
-            let compaction_slots = db.opts.background_threads.saturating_sub(1).max(1);
+            let compaction_slots = db.opts.compaction.background_threads.saturating_sub(1).max(1);
             let version = db.versions.current();
             yield_to_foreground(db, version.levels[0].len());
             let picked = (state.compactions_running < compaction_slots)
@@ -145,7 +145,7 @@ fn yield_to_foreground(db: &DbInner, l0_files: usize) {
         .pipeline
         .foreground_busy
         .load(std::sync::atomic::Ordering::Acquire)
-        && l0_files < db.opts.l0_slowdown_trigger / 2;
+        && l0_files < db.opts.compaction.l0_slowdown_trigger / 2;
     set_thread_nice(if busy { 5 } else { 0 });
 }
 
@@ -475,7 +475,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
         filter: &mut EntryFilter,
         is_bottom: &dyn Fn(&[u8]) -> bool,
     ) -> Result<()> {
-        let target = self.ctx.opts.target_file_size;
+        let target = self.ctx.opts.compaction.target_file_size;
         let mut current: Option<OpenTable> = None;
         iter.seek_to_first();
         while iter.valid() {
@@ -546,8 +546,8 @@ impl<'a, 'b> TableSink<'a, 'b> {
         let ctx = self.ctx;
         let preferred = ctx.placer.tier_for_new_table(self.level, ctx.tiers.count());
         let estimate = policy::output_size_estimate(
-            ctx.opts.target_file_size,
-            ctx.opts.write_buffer_size as u64,
+            ctx.opts.compaction.target_file_size,
+            ctx.opts.memtable.write_buffer_size as u64,
             self.input_bytes,
         );
         let target = policy::output_tier(
@@ -564,10 +564,10 @@ impl<'a, 'b> TableSink<'a, 'b> {
         self.created.push(path.clone());
         let file = ctx.tiers.create(tier, &path, self.kind, 256 << 10)?;
         let opts = TableOptions {
-            block_size: ctx.opts.block_size,
-            restart_interval: ctx.opts.block_restart_interval,
-            bloom_bits_per_key: ctx.opts.bloom_bits_per_key,
-            compression: ctx.opts.compression,
+            block_size: ctx.opts.table.block_size,
+            restart_interval: ctx.opts.table.block_restart_interval,
+            bloom_bits_per_key: ctx.opts.table.bloom_bits_per_key,
+            compression: ctx.opts.table.compression,
         };
         Ok(OpenTable {
             builder: TableBuilder::new(file, path, opts),

@@ -148,7 +148,7 @@ impl Db {
         let workers = if inner.opts.read_only {
             0
         } else {
-            inner.opts.background_threads
+            inner.opts.compaction.background_threads
         };
         let threads = (0..workers)
             .map(|i| {
@@ -374,7 +374,7 @@ fn spawn_pipeline(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
     };
     let host: Arc<dyn WalHost> = Arc::clone(inner) as Arc<dyn WalHost>;
     let mut threads = Arc::clone(&inner.wal).spawn_threads(host);
-    for i in 0..inner.opts.pipeline_workers {
+    for i in 0..inner.opts.pipeline.workers {
         threads.push(spawn(
             format!("tierkv-work-{i}"),
             Box::new(pipeline::worker),
@@ -504,7 +504,7 @@ impl DbInner {
             paced_write_rate: self
                 .pacer
                 .rate()
-                .filter(|_| version.levels[0].len() >= self.opts.l0_slowdown_trigger),
+                .filter(|_| version.levels[0].len() >= self.opts.compaction.l0_slowdown_trigger),
             flushes: stats::load(&c.flushes),
             compactions: stats::load(&c.compactions),
             trivial_moves: stats::load(&c.trivial_moves),
@@ -517,7 +517,7 @@ impl DbInner {
             snapshots: self.snapshots.len(),
             wal_io_path: self.wal.io_path().to_string(),
             lucky_reads: stats::load(&c.lucky_reads),
-            read_io_path: read_io_path(self.opts.read_io_uring).to_string(),
+            read_io_path: read_io_path(self.opts.cache.read_io_uring).to_string(),
             multi_gets: stats::load(&c.multi_gets),
             multi_get_block_reads: stats::load(&c.multi_get_block_reads),
             async_requests: stats::load(&c.async_requests),

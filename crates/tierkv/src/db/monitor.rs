@@ -36,7 +36,7 @@ impl IoSampler {
     pub(super) fn new(opts: &Options, placer: &Placer, tiers: &Tiers) -> IoSampler {
         let auto = matches!(placer, Placer::Auto(_));
         let lender = (auto && tiers.flush_reserve_full() > 0)
-            .then(|| ReserveLender::new(tiers.flush_reserve_full(), opts.write_buffer_size as u64));
+            .then(|| ReserveLender::new(tiers.flush_reserve_full(), opts.memtable.write_buffer_size as u64));
         IoSampler {
             last: None,
             last_stall_micros: 0,
@@ -143,10 +143,10 @@ impl DbInner {
     fn pace_background(&self, ceiling: Option<u64>) {
         let foreground = self.pipeline.foreground_busy.load(Ordering::Acquire);
         let l0 = self.versions.current().levels[0].len();
-        let busy = foreground && l0 < self.opts.l0_slowdown_trigger / 2;
+        let busy = foreground && l0 < self.opts.compaction.l0_slowdown_trigger / 2;
         let rate = ceiling.filter(|_| busy).map(|c| c / 2);
         self.tiers.background_limiter().set_rate(rate);
-        let migration = foreground.then_some(self.opts.auto_migration_busy_rate);
+        let migration = foreground.then_some(self.opts.placement.auto_migration_busy_rate);
         self.migration_limiter.set_rate(migration);
     }
 

@@ -69,16 +69,16 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
     let tiers = Arc::new(Tiers::open(&opts, &db_id, &known, opts.read_only)?);
     let versions = VersionSet::recover(
         Arc::clone(&tiers),
-        opts.num_levels,
+        opts.compaction.num_levels,
         db_id,
         recovered.as_ref(),
         // The MANIFEST lives in tier 0's WAL reserve, which counts two of this size.
         opts.manifest_roll_bytes(),
     )?;
     check_tables_present(&tiers, &versions)?;
-    let placer = match opts.placement {
-        Placement::Fixed => Placer::fixed(opts.levels_on_fast),
-        Placement::Auto => Placer::auto(opts.auto_place_config(), opts.levels_on_fast),
+    let placer = match opts.placement.mode {
+        Placement::Fixed => Placer::fixed(opts.placement.levels_on_fast),
+        Placement::Auto => Placer::auto(opts.auto_place_config(), opts.placement.levels_on_fast),
     };
     let ctx = OutputCtx {
         opts: &opts,
@@ -107,7 +107,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
     let wal = wal::open(&opts, &tiers, number, versions.last_sequence(), &replayed)?;
 
     let block_cache =
-        (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
+        (opts.cache.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.cache.block_cache_bytes)));
     let inner = DbInner {
         table_cache: Arc::new(TableCache::new(Arc::clone(&tiers), block_cache.clone())),
         block_cache,
@@ -133,10 +133,10 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         placer,
         migration_limiter: Default::default(),
         pacer: super::pacer::WritePacer::new(
-            opts.delayed_write_rate,
+            opts.compaction.delayed_write_rate,
             super::pacer::L0Triggers {
-                slowdown: opts.l0_slowdown_trigger,
-                stop: opts.l0_stop_trigger,
+                slowdown: opts.compaction.l0_slowdown_trigger,
+                stop: opts.compaction.l0_stop_trigger,
             },
         ),
         counters: Counters::default(),
@@ -295,7 +295,7 @@ fn replay_wals(
         fs: ctx.tiers.fs().as_ref(),
         dir: &ctx.tiers.fast().dir,
         log_number: ctx.versions.log_number(),
-        mode: ctx.opts.wal_recovery_mode,
+        mode: ctx.opts.wal.recovery_mode,
     };
     let mut memtables = MemtableSink {
         ctx,
@@ -330,7 +330,7 @@ impl ReplaySink for MemtableSink<'_, '_> {
     fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
         let next = self.mem.insert_batch(seq, batch);
         self.max_seq = self.max_seq.max(next.saturating_sub(1));
-        if self.mem.approximate_bytes() >= self.ctx.opts.write_buffer_size {
+        if self.mem.approximate_bytes() >= self.ctx.opts.memtable.write_buffer_size {
             self.ctx.versions.set_last_sequence(self.max_seq);
             (self.sink)(std::mem::replace(&mut self.mem, Arc::new(MemTable::new(0))))?;
         }
@@ -372,7 +372,7 @@ fn monitor(opts: &Options, tiers: &Tiers) -> Result<IoMonitor> {
         WindowConfig::default(),
         std::time::Instant::now(),
     );
-    let ceiling = match (opts.fast_tier_bandwidth, opts.placement) {
+    let ceiling = match (opts.placement.fast_tier_bandwidth, opts.placement.mode) {
         (Some(bps), _) => Some(bps),
         (None, Placement::Auto) if !opts.read_only => Some(probe_write_bandwidth(tiers)?),
         (None, _) => None,

@@ -152,7 +152,7 @@ impl DbInner {
         if p.closing.load(Ordering::Acquire) {
             return Err(Error::Closed("the database is closing".into()));
         }
-        let limit = self.opts.max_pending_requests;
+        let limit = self.opts.pipeline.max_pending_requests;
         if p.pending.fetch_add(1, Ordering::AcqRel) >= limit {
             p.pending.fetch_sub(1, Ordering::AcqRel);
             Counters::add(&self.counters.busy_rejections, 1);

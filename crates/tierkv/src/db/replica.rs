@@ -45,7 +45,7 @@ impl DbInner {
     /// Replicas are kept: automatic placement over two or more tiers, the option on, and a
     /// database open for writes (a read-only open deletes no file, replicas included).
     pub(super) fn replicas_enabled(&self) -> bool {
-        self.opts.auto_replicas
+        self.opts.placement.auto_replicas
             && !self.opts.read_only
             && matches!(self.placer, Placer::Auto(_))
             && self.tiers.count() > 1

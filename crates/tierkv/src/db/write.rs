@@ -83,8 +83,8 @@ impl DbInner {
         loop {
             self.check_writable(&state)?;
             let l0 = self.versions.current().levels[0].len();
-            let mem_full = state.mem.approximate_bytes() >= self.opts.write_buffer_size;
-            let slow = l0 >= self.opts.l0_slowdown_trigger;
+            let mem_full = state.mem.approximate_bytes() >= self.opts.memtable.write_buffer_size;
+            let slow = l0 >= self.opts.compaction.l0_slowdown_trigger;
             if !delayed {
                 if !may_block && slow {
                     return Ok(false);
@@ -104,8 +104,8 @@ impl DbInner {
             let switch = mem_full || force_switch && !state.mem.is_empty() || room.is_full();
             if !switch {
                 return Ok(true);
-            } else if state.imm.len() >= self.opts.max_immutable_memtables
-                || l0 >= self.opts.l0_stop_trigger
+            } else if state.imm.len() >= self.opts.memtable.max_immutable_memtables
+                || l0 >= self.opts.compaction.l0_stop_trigger
                 || !room.can_rotate()
             {
                 if !may_block {

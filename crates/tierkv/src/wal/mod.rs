@@ -161,7 +161,7 @@ pub(crate) trait LogRoom {
     fn rotate(&mut self, mem: &Arc<MemTable>) -> Result<()>;
 }
 
-/// Opens the WAL of `opts.wal` for a database whose recovery ended with the MANIFEST naming
+/// Opens the WAL of `opts.wal.mode` for a database whose recovery ended with the MANIFEST naming
 /// `log_number` (the first memtable's number) and sequence `last_seq`; `replayed` is what
 /// [`replay`] found.
 pub(crate) fn open(
@@ -174,7 +174,7 @@ pub(crate) fn open(
     if opts.read_only {
         return Ok(Arc::new(ReadOnly));
     }
-    match opts.wal {
+    match opts.wal.mode {
         WalMode::Group => {
             parallel::remove_area(tiers)?;
             Ok(group::GroupWal::open(opts, tiers, log_number)?)

@@ -210,9 +210,9 @@ impl ParallelWal {
             area,
             cover: CoverSync::new(),
             tiers: Arc::clone(tiers),
-            loggers: opts.wal_loggers,
-            inflight: opts.wal_inflight,
-            io_uring: opts.wal_io_uring,
+            loggers: opts.wal.loggers,
+            inflight: opts.wal.inflight,
+            io_uring: opts.wal.io_uring,
             admit: Mutex::new(Admit {
                 last_seq,
                 group: None,

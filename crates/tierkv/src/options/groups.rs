@@ -1,0 +1,422 @@
+//! The option groups: one struct per concern, each field documented once with its default
+//! and its accepted range, each group with its defaults (`Default`), its TOML table (serde,
+//! the field names as keys) and its checks (`validate`).
+//!
+//! A field's option name, in error messages and in the builder, is its name here except where
+//! [`super::OPTION_NAMES`] gives the group's older flat name (`wal.loggers` is `wal_loggers`).
+
+use super::toml_file::{de_opt_size, de_size, de_size_usize};
+use super::{check_below, check_range};
+use crate::error::{Error, Result};
+use crate::placement::auto::{self, AutoPlaceConfig};
+use crate::sst::Compression;
+use crate::wal::log::RecoveryMode;
+use serde::Deserialize;
+
+/// Memtables: how much is buffered in memory before it is flushed to a table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemtableOptions {
+    /// Bytes a memtable holds before it is switched to immutable. Default 64 MiB. Range 64 KiB..=4 GiB.
+    #[serde(deserialize_with = "de_size_usize")]
+    pub write_buffer_size: usize,
+    /// Immutable memtables waiting for flush before writes stall. Default 2. Range 1..=16.
+    pub max_immutable_memtables: usize,
+}
+
+impl Default for MemtableOptions {
+    fn default() -> Self {
+        MemtableOptions {
+            write_buffer_size: 64 << 20,
+            max_immutable_memtables: 2,
+        }
+    }
+}
+
+impl MemtableOptions {
+    fn validate(&self) -> Result<()> {
+        check_range(
+            "write_buffer_size",
+            self.write_buffer_size,
+            64 << 10,
+            4 << 30,
+        )?;
+        check_range(
+            "max_immutable_memtables",
+            self.max_immutable_memtables,
+            1,
+            16,
+        )
+    }
+}
+
+/// The LSM tree's shape and its compactions: level sizes, L0 triggers, background threads.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionOptions {
+    /// Number of LSM levels. Default 7. Range 2..=12.
+    pub num_levels: usize,
+    /// L0 file count that triggers an L0 compaction. Default 4. Range 1..=1000.
+    pub l0_compaction_trigger: usize,
+    /// L0 file count at which each write is delayed. Default 20. Must be >= the trigger.
+    pub l0_slowdown_trigger: usize,
+    /// L0 file count at which writes stop until compaction catches up. Default 36. Must be > slowdown.
+    pub l0_stop_trigger: usize,
+    /// Write rate, in bytes per second, that writes are held to when L0 reaches the slowdown
+    /// trigger; the rate then falls while L0 keeps growing and rises back as it shrinks, never
+    /// above this. Default 16 MiB/s. Range 1 KiB/s..
+    #[serde(deserialize_with = "de_size")]
+    pub delayed_write_rate: u64,
+    /// Target size of L1. Default 256 MiB. Range 64 KiB..
+    #[serde(deserialize_with = "de_size")]
+    pub max_bytes_for_level_base: u64,
+    /// Each level's target is this many times the previous one. Default 10. Range 2..=100.
+    pub level_size_multiplier: u64,
+    /// Target size of table files written by compaction. Default 64 MiB. Range 16 KiB..=4 GiB.
+    #[serde(deserialize_with = "de_size")]
+    pub target_file_size: u64,
+    /// While a table (flush, compaction or migration output) is written to a tier after the
+    /// first, ask the OS to write back its pages every this many bytes, after the previous
+    /// piece's write-back has finished (`sync_file_range`; RocksDB's `bytes_per_sync`). A table
+    /// then keeps at most two pieces dirty instead of all of it until its final sync, and that
+    /// sync no longer holds a slow device (and the reads queued on it) for a table's worth of
+    /// writes. Not a durability setting: tables are synced whole before they are listed. Tier
+    /// 0, which holds the WAL, is left to the OS: there the queued write-back delays the WAL's
+    /// writes. Default 0, every tier left to the OS: measured, it shortened write stops during
+    /// loads but did not make read-mostly runs faster (BENCHMARKS.md, `bytes_per_sync`).
+    #[serde(deserialize_with = "de_size")]
+    pub bytes_per_sync: u64,
+    /// Background threads for flush and compaction; with two or more, one is kept free for
+    /// flushes. Default 2. Range 1..=64.
+    pub background_threads: usize,
+}
+
+impl Default for CompactionOptions {
+    fn default() -> Self {
+        CompactionOptions {
+            num_levels: 7,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 20,
+            l0_stop_trigger: 36,
+            delayed_write_rate: 16 << 20,
+            max_bytes_for_level_base: 256 << 20,
+            level_size_multiplier: 10,
+            target_file_size: 64 << 20,
+            bytes_per_sync: 0,
+            background_threads: 2,
+        }
+    }
+}
+
+impl CompactionOptions {
+    fn validate(&self) -> Result<()> {
+        check_range("num_levels", self.num_levels, 2, 12)?;
+        check_range("l0_compaction_trigger", self.l0_compaction_trigger, 1, 1000)?;
+        check_range(
+            "l0_slowdown_trigger",
+            self.l0_slowdown_trigger,
+            self.l0_compaction_trigger,
+            10_000,
+        )?;
+        check_range(
+            "l0_stop_trigger",
+            self.l0_stop_trigger,
+            self.l0_slowdown_trigger + 1,
+            10_001,
+        )?;
+        check_range(
+            "max_bytes_for_level_base",
+            self.max_bytes_for_level_base,
+            64 << 10,
+            u64::MAX,
+        )?;
+        check_range(
+            "delayed_write_rate",
+            self.delayed_write_rate,
+            1 << 10,
+            u64::MAX,
+        )?;
+        check_range("level_size_multiplier", self.level_size_multiplier, 2, 100)?;
+        check_range("target_file_size", self.target_file_size, 16 << 10, 4 << 30)?;
+        check_range("background_threads", self.background_threads, 1, 64)
+    }
+}
+
+/// How table files are built: blocks, filters, compression.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TableOptions {
+    /// Uncompressed size of a data block. Default 4096. Range 256..=4 MiB.
+    #[serde(deserialize_with = "de_size_usize")]
+    pub block_size: usize,
+    /// Keys between restart points in a block. Default 16. Range 1..=1024.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables filters. Default 10. Range 0..=64.
+    pub bloom_bits_per_key: u32,
+    /// Block compression. Default LZ4.
+    pub compression: Compression,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::Lz4,
+        }
+    }
+}
+
+impl TableOptions {
+    fn validate(&self) -> Result<()> {
+        check_range("block_size", self.block_size, 256, 4 << 20)?;
+        check_range(
+            "block_restart_interval",
+            self.block_restart_interval,
+            1,
+            1024,
+        )?;
+        check_range("bloom_bits_per_key", self.bloom_bits_per_key, 0, 64)
+    }
+}
+
+/// The block cache, and how table reads are issued.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheOptions {
+    /// Shared block cache budget in bytes (0 disables the cache). Default 64 MiB.
+    #[serde(deserialize_with = "de_size_usize")]
+    pub block_cache_bytes: usize,
+    /// Table reads that can go together — a multi-get's data blocks, an iterator's next
+    /// read-ahead window — go through io_uring when the kernel allows it (else one `pread`
+    /// each, in turn). Default true.
+    pub read_io_uring: bool,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            block_cache_bytes: 64 << 20,
+            read_io_uring: true,
+        }
+    }
+}
+
+/// How the write-ahead log is written and recovered.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WalOptions {
+    /// The WAL mode. Default [`WalMode::Group`].
+    pub mode: WalMode,
+    /// How WAL damage is treated at recovery. Default `TolerateCorruptedTail`.
+    pub recovery_mode: RecoveryMode,
+    /// Bytes of tier 0 kept free for the WAL and MANIFEST: tables never use them. Default: see
+    /// [`super::Options::wal_reserve`]; tier 0's capacity must hold the reserve plus two tables.
+    #[serde(deserialize_with = "de_opt_size")]
+    pub fast_tier_reserve: Option<u64>,
+    /// Parallel WAL: most loggers writing at once; the pipeline's head thread runs 1 to this
+    /// many by write intensity. Default 3. Range 1..=8.
+    pub loggers: usize,
+    /// Parallel WAL: writes each logger keeps in flight. Default 4. Range 1..=64.
+    pub inflight: usize,
+    /// Parallel WAL: bytes of one memtable's log page group; a memtable is switched when its
+    /// group fills. Default `2 * write_buffer_size`. Range 64 KiB..=64 GiB, rounded up to whole
+    /// pages.
+    #[serde(deserialize_with = "de_opt_size")]
+    pub group_bytes: Option<u64>,
+    /// Parallel WAL: submit page writes through io_uring on an `O_DIRECT` descriptor when the
+    /// kernel and file system allow it (else `pwritev2` from the logger). Default true.
+    pub io_uring: bool,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            mode: WalMode::Group,
+            recovery_mode: RecoveryMode::default(),
+            fast_tier_reserve: None,
+            loggers: 3,
+            inflight: 4,
+            group_bytes: None,
+            io_uring: true,
+        }
+    }
+}
+
+impl WalOptions {
+    fn validate(&self) -> Result<()> {
+        check_range("wal_loggers", self.loggers, 1, 8)?;
+        check_range("wal_inflight", self.inflight, 1, 64)?;
+        if let Some(bytes) = self.group_bytes {
+            check_range("wal_group_bytes", bytes, 64 << 10, 64 << 30)?;
+        }
+        Ok(())
+    }
+}
+
+/// How the write-ahead log is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WalMode {
+    /// One log file per memtable written by a group-commit leader (RocksDB's scheme).
+    #[default]
+    Group,
+    /// A preallocated page area on tier 0 written by several loggers at once (SpanDB's
+    /// parallel WAL); see `docs/parallel-wal.md`.
+    Parallel,
+}
+
+/// Where tables go: which levels live on the fast tier, fixed or moved by the fast tier's load.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementOptions {
+    /// How new tables are placed on tiers. Default [`Placement::Fixed`] (by `levels_on_fast`).
+    pub mode: Placement,
+    /// Levels L0..L(n-1) are placed on tier 0, deeper levels on the next tiers. 0 is SpanDB's
+    /// "PL" (the fast tier holds only the WAL). With `mode = auto`, where the pointer starts.
+    /// Default 2. Range 0..=num_levels.
+    pub levels_on_fast: usize,
+    /// Bytes of tier 0's table budget that only memtable flushes may use, so that L0 stays on
+    /// the fast tier when compactions (or placement) have filled the rest. Only with two or
+    /// more tiers. Default: see [`super::Options::flush_reserve`]. With [`Placement::Auto`], all
+    /// but two memtables of it are lent to replicas while reads flow and writes are quiet
+    /// (`placement::reserve`).
+    #[serde(deserialize_with = "de_opt_size")]
+    pub fast_tier_flush_reserve: Option<u64>,
+    /// The fast tier's bandwidth ceiling in bytes/s, for `placement = auto`'s utilisation.
+    /// `None`: measured by a short write probe at open when placement is automatic.
+    #[serde(deserialize_with = "de_opt_size")]
+    pub fast_tier_bandwidth: Option<u64>,
+    /// `placement = auto`: `BW_L`, the fast-tier utilisation below which the pointer may move
+    /// down (more levels on the fast tier). Default 0.5. Range 0.01..`auto_bw_high`.
+    pub auto_bw_low: f64,
+    /// `placement = auto`: `BW_H`, the fast-tier utilisation above which the pointer moves up.
+    /// Default 0.8. Range above `auto_bw_low`, at most 4 (utilisation may exceed 1 when the
+    /// bandwidth ceiling is underestimated).
+    pub auto_bw_high: f64,
+    /// `placement = auto`: share of the fast tier's table budget above which the pointer moves
+    /// up and the coldest tables move down. Default 0.95. Range above `auto_space_target`, at
+    /// most 1.
+    pub auto_space_high: f64,
+    /// `placement = auto`: share of the budget a move-down migration aims for. Default 0.88.
+    /// Range 0.05..`auto_space_high`.
+    pub auto_space_target: f64,
+    /// `placement = auto`: bytes/s a migration copies while foreground requests flow (it runs
+    /// unpaced when they stop): its reads share the slower tier with foreground reads. Default
+    /// 16 MiB/s; at least 1.
+    #[serde(deserialize_with = "de_size")]
+    pub auto_migration_busy_rate: u64,
+    /// `placement = auto`: keep replicas on the fast tier, in room no table needs, of the
+    /// slower tiers' most-read tables. Reads go to the replica; a table that needs the room,
+    /// or a write burst taking the flush reserve back, drops replicas at once. Default true.
+    pub auto_replicas: bool,
+}
+
+impl Default for PlacementOptions {
+    fn default() -> Self {
+        PlacementOptions {
+            mode: Placement::Fixed,
+            levels_on_fast: 2,
+            fast_tier_flush_reserve: None,
+            fast_tier_bandwidth: None,
+            auto_bw_low: auto::DEFAULT_BW_LOW,
+            auto_bw_high: auto::DEFAULT_BW_HIGH,
+            auto_space_high: auto::DEFAULT_SPACE_HIGH,
+            auto_space_target: auto::DEFAULT_SPACE_TARGET,
+            auto_migration_busy_rate: auto::DEFAULT_MIGRATION_BUSY_RATE,
+            auto_replicas: true,
+        }
+    }
+}
+
+impl PlacementOptions {
+    /// The controller's thresholds: each in range, and each pair ordered (a low threshold at
+    /// or above its high one would leave no band in which the pointer holds still).
+    fn validate(&self, num_levels: usize) -> Result<()> {
+        check_range("levels_on_fast", self.levels_on_fast, 0, num_levels)?;
+        check_range("auto_bw_low", self.auto_bw_low, 0.01, 4.0)?;
+        check_range("auto_bw_high", self.auto_bw_high, 0.01, 4.0)?;
+        check_range("auto_space_high", self.auto_space_high, 0.05, 1.0)?;
+        check_range("auto_space_target", self.auto_space_target, 0.05, 1.0)?;
+        if self.auto_migration_busy_rate == 0 {
+            return Err(Error::invalid(
+                "option auto_migration_busy_rate = 0: migrations would never finish while \
+                 requests flow (give bytes per second, at least 1)",
+            ));
+        }
+        check_below(
+            ("auto_bw_low", self.auto_bw_low),
+            ("auto_bw_high", self.auto_bw_high),
+        )?;
+        check_below(
+            ("auto_space_target", self.auto_space_target),
+            ("auto_space_high", self.auto_space_high),
+        )
+    }
+
+    /// The automatic placement controller's configuration.
+    pub fn auto_config(&self, num_levels: usize) -> AutoPlaceConfig {
+        AutoPlaceConfig {
+            bw_low: self.auto_bw_low,
+            bw_high: self.auto_bw_high,
+            space_high: self.auto_space_high,
+            space_target: self.auto_space_target,
+            ..AutoPlaceConfig::new(num_levels)
+        }
+    }
+}
+
+/// How new tables are placed on the tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// `levels_on_fast` whole levels on the fast tier (SpanDB's PL and LAD-n).
+    #[default]
+    Fixed,
+    /// A pointer over levels, starting at `levels_on_fast`, moved by the fast tier's measured
+    /// utilisation and space (SpanDB's automatic placement); see `placement::auto`.
+    Auto,
+}
+
+/// The asynchronous request pipeline.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineOptions {
+    /// Threads serving asynchronous reads and deferred writes. Default 2. Range 1..=64.
+    pub workers: usize,
+    /// Asynchronous requests admitted but not completed, beyond which `submit_*` returns
+    /// `Busy`. Default 4096. Range 1..=1_000_000.
+    pub max_pending_requests: usize,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            workers: 2,
+            max_pending_requests: 4096,
+        }
+    }
+}
+
+impl PipelineOptions {
+    fn validate(&self) -> Result<()> {
+        check_range("pipeline_workers", self.workers, 1, 64)?;
+        check_range(
+            "max_pending_requests",
+            self.max_pending_requests,
+            1,
+            1_000_000,
+        )
+    }
+}
+
+/// Checks every group (the tiers are checked by `Options`).
+pub(super) fn validate_groups(o: &super::Options) -> Result<()> {
+    o.compaction.validate()?;
+    o.memtable.validate()?;
+    o.table.validate()?;
+    o.wal.validate()?;
+    o.pipeline.validate()?;
+    o.placement.validate(o.compaction.num_levels)
+}
