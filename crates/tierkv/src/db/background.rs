@@ -110,7 +110,12 @@ fn next_job(db: &DbInner) -> Option<Job> {
             }
             // NB: with two or more workers one is always left for flushes, so a flush never
             // waits behind long compactions while writers stall on full memtables.
-            let compaction_slots = db.opts.compaction.background_threads.saturating_sub(1).max(1);
+            let compaction_slots = db
+                .opts
+                .compaction
+                .background_threads
+                .saturating_sub(1)
+                .max(1);
             let version = db.versions.current();
             yield_to_foreground(db, version.levels[0].len());
             let picked = (state.compactions_running < compaction_slots)

@@ -35,8 +35,12 @@ pub(super) struct IoSampler {
 impl IoSampler {
     pub(super) fn new(opts: &Options, placer: &Placer, tiers: &Tiers) -> IoSampler {
         let auto = matches!(placer, Placer::Auto(_));
-        let lender = (auto && tiers.flush_reserve_full() > 0)
-            .then(|| ReserveLender::new(tiers.flush_reserve_full(), opts.memtable.write_buffer_size as u64));
+        let lender = (auto && tiers.flush_reserve_full() > 0).then(|| {
+            ReserveLender::new(
+                tiers.flush_reserve_full(),
+                opts.memtable.write_buffer_size as u64,
+            )
+        });
         IoSampler {
             last: None,
             last_stall_micros: 0,

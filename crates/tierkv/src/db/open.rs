@@ -106,8 +106,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
     let mem = Arc::new(MemTable::new(number));
     let wal = wal::open(&opts, &tiers, number, versions.last_sequence(), &replayed)?;
 
-    let block_cache =
-        (opts.cache.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.cache.block_cache_bytes)));
+    let block_cache = (opts.cache.block_cache_bytes > 0)
+        .then(|| Arc::new(BlockCache::new(opts.cache.block_cache_bytes)));
     let inner = DbInner {
         table_cache: Arc::new(TableCache::new(Arc::clone(&tiers), block_cache.clone())),
         block_cache,

@@ -10,8 +10,8 @@ mod groups;
 mod toml_file;
 
 pub use groups::{
-    CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement,
-    PlacementOptions, TableOptions, WalMode, WalOptions,
+    CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
+    TableOptions, WalMode, WalOptions,
 };
 pub use toml_file::parse_size;
 
@@ -226,7 +226,10 @@ impl Options {
             }
         }
         let reserve = self.wal_reserve();
-        let tables = 2 * self.compaction.target_file_size.min(self.memtable.write_buffer_size as u64);
+        let tables = 2 * self
+            .compaction
+            .target_file_size
+            .min(self.memtable.write_buffer_size as u64);
         let fast = self.tiers[0].capacity;
         if fast != u64::MAX && fast < reserve.saturating_add(tables) {
             return Err(Error::invalid(format!(
@@ -279,7 +282,9 @@ impl Options {
     /// less the WAL reserve.
     pub fn flush_reserve(&self) -> u64 {
         self.placement.fast_tier_flush_reserve.unwrap_or_else(|| {
-            let memtables = (self.compaction.l0_compaction_trigger + self.memtable.max_immutable_memtables + 1) as u64;
+            let memtables = (self.compaction.l0_compaction_trigger
+                + self.memtable.max_immutable_memtables
+                + 1) as u64;
             let budget = self
                 .tiers
                 .first()
@@ -737,7 +742,10 @@ mod tests {
         assert_eq!(grouped.placement.mode, Placement::Auto);
         assert_eq!(grouped.placement.fast_tier_bandwidth, Some(2 << 30));
         assert_eq!(grouped.pipeline.workers, 3);
-        assert_eq!(grouped.memtable.max_immutable_memtables, 2, "defaults fill a group");
+        assert_eq!(
+            grouped.memtable.max_immutable_memtables, 2,
+            "defaults fill a group"
+        );
     }
 
     #[test]
@@ -761,11 +769,24 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), OPTION_NAMES.len());
         let groups = [
-            "", "memtable", "compaction", "table", "cache", "wal", "placement", "pipeline",
+            "",
+            "memtable",
+            "compaction",
+            "table",
+            "cache",
+            "wal",
+            "placement",
+            "pipeline",
         ];
         assert!(OPTION_NAMES.iter().all(|(_, g, _)| groups.contains(g)));
-        let o = Options::builder().wal_loggers(5).fast_tier_bandwidth(7).opts;
-        assert_eq!((o.wal.loggers, o.placement.fast_tier_bandwidth), (5, Some(7)));
+        let o = Options::builder()
+            .wal_loggers(5)
+            .fast_tier_bandwidth(7)
+            .opts;
+        assert_eq!(
+            (o.wal.loggers, o.placement.fast_tier_bandwidth),
+            (5, Some(7))
+        );
     }
 
     #[test]

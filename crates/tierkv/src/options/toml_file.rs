@@ -107,8 +107,6 @@ pub(super) fn de_size_usize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<us
 }
 
 /// An optional size: present means `Some`.
-pub(super) fn de_opt_size<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<u64>, D::Error> {
+pub(super) fn de_opt_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     de_size(d).map(Some)
 }
