@@ -570,7 +570,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
             compression: ctx.opts.compression,
         };
         Ok(OpenTable {
-            builder: TableBuilder::new(file, path, opts),
+            builder: TableBuilder::new(file, opts),
             number,
             reservation,
         })
