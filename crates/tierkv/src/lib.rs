@@ -21,32 +21,37 @@
 //! # Ok::<(), tierkv::Error>(())
 //! ```
 
-pub mod batch;
-pub mod coding;
-pub mod compaction;
+#![warn(missing_docs)]
+#![warn(unnameable_types)]
+
+pub(crate) mod batch;
+pub(crate) mod coding;
+pub(crate) mod compaction;
 mod db;
 pub mod env;
-pub mod error;
-pub mod handle;
-pub mod iter;
-pub mod key;
-pub mod memtable;
-pub mod options;
-pub mod placement;
-pub mod snapshot;
-pub mod sst;
-pub mod stats;
-pub mod tier;
-pub mod version;
-pub mod wal;
+pub(crate) mod error;
+pub(crate) mod handle;
+pub mod inspect;
+pub(crate) mod iter;
+pub(crate) mod key;
+pub(crate) mod memtable;
+pub(crate) mod options;
+pub(crate) mod placement;
+pub(crate) mod snapshot;
+pub(crate) mod sst;
+pub(crate) mod stats;
+pub(crate) mod tier;
+pub(crate) mod version;
+pub(crate) mod wal;
 
-pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, Entries, LiveFile};
+pub use batch::{BatchIter, BatchOp, WriteBatch};
+pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};
 pub use error::{Error, Result};
-pub use handle::Handle;
+pub use handle::{Handle, ScanEntries};
+pub use key::SeqNo;
 pub use options::{
     Compression, Durability, Options, OptionsBuilder, Placement, ReadOptions, RecoveryMode,
-    TierConfig, WalMode, WriteOptions,
+    TierConfig, WalMode, WriteOptions, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use snapshot::Snapshot;
-pub use stats::{LevelStats, Stats, TierStats};
+pub use stats::{LevelStats, Stats, TierIo, TierStats};
