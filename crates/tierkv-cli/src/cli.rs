@@ -275,7 +275,7 @@ pub fn parse_tier(spec: &str) -> Result<TierConfig, String> {
 
 /// Parses a byte size such as `4096`, `64MiB` or `1.5GiB`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    tierkv::options::parse_size(text).map_err(|e| e.to_string())
+    tierkv::inspect::parse_size(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

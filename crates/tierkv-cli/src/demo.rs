@@ -62,7 +62,7 @@ fn remove_previous_run(opts: &Options, out: &mut dyn Write) -> Result<()> {
         if !dir.exists() {
             continue;
         }
-        let is_tier = tierkv::tier::read_identity(&fs, dir)
+        let is_tier = tierkv::inspect::read_identity(&fs, dir)
             .with_context(|| format!("reading {}", dir.display()))?
             .is_some();
         let is_empty = std::fs::read_dir(dir)

@@ -9,16 +9,12 @@ use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use tierkv::batch::BatchOp;
 use tierkv::env::{Fs, PosixFs};
-use tierkv::iter::InternalIterator;
-use tierkv::key::{parse_internal_key, ValueKind};
-use tierkv::sst::Table;
-use tierkv::tier::{parse_file_name, FileKind};
-use tierkv::version::{NewFile, RecoveredManifest, VersionEdit};
-use tierkv::wal::log::{LogReader, LogTail, RecoveryMode};
-use tierkv::WriteBatch;
+use tierkv::inspect::{
+    parse_file_name, parse_internal_key, FileKind, InternalIterator, LogReader, LogTail, NewFile,
+    RecoveredManifest, Table, ValueKind, VersionEdit,
+};
+use tierkv::{BatchOp, RecoveryMode, WriteBatch};
 
 // ---------------------------------------------------------------------------------------------
 // MANIFEST
@@ -250,7 +246,7 @@ pub fn sst(args: &DumpSstArgs, enc: Encoding, out: &mut dyn Write) -> Result<u8>
     let file = PosixFs::new()
         .open_read(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    let table = Table::open(file, path.clone(), None)?;
+    let table = Table::open(file, path)?;
     writeln!(out, "file: {}", path.display())?;
     write_properties(&table, enc, out)?;
     write_index(&table, args.limit, enc, out)?;
@@ -305,14 +301,14 @@ fn write_index(table: &Table, limit: usize, enc: Encoding, out: &mut dyn Write) 
 }
 
 fn write_entries(
-    table: &Arc<Table>,
+    table: &Table,
     args: &DumpSstArgs,
     enc: Encoding,
     out: &mut dyn Write,
 ) -> Result<()> {
     let total = table.properties().num_entries as usize;
     writeln!(out, "entries: {total}")?;
-    let mut it = table.iter(false);
+    let mut it = table.iter();
     it.seek_to_first();
     let mut shown = 0;
     while it.valid() && shown < args.limit {

@@ -8,7 +8,7 @@
 //! INVARIANT: `escape` never emits a TAB or newline, so `key<TAB>value` lines stay unambiguous.
 
 use crate::errors::Usage;
-use tierkv::key::{parse_internal_key, ValueKind};
+use tierkv::inspect::{parse_internal_key, ValueKind};
 
 /// How keys and values are written and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +144,7 @@ fn hex_digit(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
-pub use tierkv::stats::human_bytes;
+pub use tierkv::inspect::human_bytes;
 
 #[cfg(test)]
 mod tests {

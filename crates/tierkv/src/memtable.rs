@@ -129,11 +129,6 @@ impl MemTable {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     /// True if nothing was inserted.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()

@@ -43,6 +43,7 @@ impl SnapshotList {
     }
 
     /// True if no snapshot is live.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.live.lock().is_empty()
     }

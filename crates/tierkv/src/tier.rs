@@ -42,11 +42,6 @@ impl TierId {
         usize::from(self.0)
     }
 
-    /// The next slower tier (which may not be configured).
-    pub fn next(self) -> TierId {
-        TierId(self.0 + 1)
-    }
-
     /// Whether this is [`TierId::FAST`].
     pub fn is_fast(self) -> bool {
         self == TierId::FAST
@@ -172,7 +167,8 @@ pub fn file_name(kind: FileKind, number: u64) -> String {
     }
 }
 
-/// Parses a file name produced by [`file_name`].
+/// Parses a file name the engine produces (`000012.log`, `000034.sst`, `MANIFEST-000005`,
+/// ...) into its kind and number; `None` for any other name.
 pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
     if let Some(n) = name.strip_prefix("MANIFEST-") {
         return n.parse().ok().map(|n| (FileKind::Manifest, n));

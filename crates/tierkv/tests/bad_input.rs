@@ -11,9 +11,9 @@ mod common;
 use common::{tiny, TierSetup};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use tierkv::options::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use tierkv::{
     Db, Error, Options, OptionsBuilder, ReadOptions, TierConfig, WriteBatch, WriteOptions,
+    MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 
 /// [`tiny`] options on the tiers at `fast` and `capacity`.

@@ -35,9 +35,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, FileLock, Fs, RandomAccessFile, WritableFile};
-use tierkv::wal::log::{LogReader, RecoveryMode};
+use tierkv::inspect::LogReader;
 use tierkv::{
-    Compression, Db, Durability, Error, Options, ReadOptions, Result, WriteBatch, WriteOptions,
+    Compression, Db, Durability, Error, Options, ReadOptions, RecoveryMode, Result, WriteBatch,
+    WriteOptions,
 };
 
 /// Keys of the workload are `key0000..key0299`: few enough that keys are overwritten and deleted

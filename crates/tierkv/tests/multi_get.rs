@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, Fs, PosixFs};
-use tierkv::sst::Table;
+use tierkv::inspect::Table;
 use tierkv::{
     Compression, Db, Error, Handle, LiveFile, Options, OptionsBuilder, ReadOptions, Result,
     TierConfig, WriteBatch, WriteOptions,
@@ -219,11 +219,11 @@ impl Storage {
     /// [`Storage::data_blocks`], or the error opening it (a compaction may have deleted it).
     fn try_data_blocks(&self, path: &Path) -> Result<Vec<(Vec<u8>, u64, u64)>> {
         let file = self.fs().open_read(path)?;
-        let table = Table::open(file, path.to_path_buf(), None)?;
+        let table = Table::open(file, path)?;
         Ok(table
             .index_entries()
             .into_iter()
-            .map(|(sep, off, size)| (tierkv::key::user_key(&sep).to_vec(), off, size))
+            .map(|(sep, off, size)| (tierkv::inspect::user_key(&sep).to_vec(), off, size))
             .collect())
     }
 }
@@ -676,7 +676,7 @@ fn alignment_mix(storage: &Storage, files: &[LiveFile]) -> (usize, usize, usize)
             if off % 4096 != 0 {
                 unaligned += 1;
             }
-            let end = off + size + tierkv::sst::BLOCK_TRAILER_LEN as u64;
+            let end = off + size + tierkv::inspect::BLOCK_TRAILER_LEN as u64;
             if off / 4096 != (end - 1) / 4096 {
                 straddling += 1;
             }

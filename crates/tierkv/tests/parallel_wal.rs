@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 use tierkv::env::{
     CrashPolicy, FaultFs, FaultKind, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile,
 };
-use tierkv::wal::parallel::Meta;
+use tierkv::inspect::AreaMeta as Meta;
 use tierkv::{
     Db, Durability, Error, Handle, Options, RecoveryMode, Result, WalMode, WriteBatch, WriteOptions,
 };

@@ -575,7 +575,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
             compression: ctx.opts.table.compression,
         };
         Ok(OpenTable {
-            builder: TableBuilder::new(file, path, opts),
+            builder: TableBuilder::new(file, opts),
             number,
             reservation,
         })

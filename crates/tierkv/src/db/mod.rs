@@ -123,8 +123,29 @@ pub struct LiveFile {
     pub replica: Option<std::path::PathBuf>,
 }
 
-/// An open database. `Send + Sync`: share it between threads by reference or `Arc`.
-/// Dropping it stops background work and leaves a state that reopens cleanly.
+/// An open database.
+///
+/// `Send + Sync`: share it between threads by reference or in an `Arc`. Dropping it completes
+/// (or fails with [`Error::Closed`]) the requests in flight, stops background work, hands
+/// buffered WAL bytes to the OS and leaves a state that reopens cleanly.
+///
+/// The methods, by purpose (the [crate documentation](crate) has the overview):
+/// - Writes: [`put`](Db::put), [`delete`](Db::delete), [`write`](Db::write) (a
+///   [`WriteBatch`], atomically). Each returns once the write is visible to later reads and
+///   as durable as its [`WriteOptions`] asked.
+/// - Reads: [`get`](Db::get), [`multi_get`](Db::multi_get), [`iter`](Db::iter), at the latest
+///   state or at a [`snapshot`](Db::snapshot).
+/// - Asynchronous requests: the `submit_*` methods return a [`Handle`] at once.
+/// - Transactions: [`transaction`](Db::transaction).
+/// - Maintenance and inspection: [`flush`](Db::flush), [`compact_range`](Db::compact_range),
+///   [`wait_for_compactions`](Db::wait_for_compactions), [`verify_checksums`](Db::verify_checksums),
+///   [`stats`](Db::stats), [`live_files`](Db::live_files), [`options`](Db::options).
+///
+/// Errors common to every write: [`Error::InvalidArgument`] for a key or value over
+/// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) / [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) or a database
+/// opened [`read_only`](Options::read_only); [`Error::Closed`] once writes are stopped (a failed
+/// WAL sync or background job; reopen to continue); [`Error::Io`] when the WAL cannot be
+/// written or synced, after which writes are stopped.
 pub struct Db {
     inner: Arc<DbInner>,
     /// Background (flush and compaction) threads.
@@ -142,7 +163,15 @@ impl std::fmt::Debug for Db {
 }
 
 impl Db {
-    /// Opens (or creates) the database described by `opts`, recovering from the WAL.
+    /// Opens (or creates) the database described by `opts`: validates the options, takes the
+    /// `LOCK` on tier 0, checks each tier's identity, reads the MANIFEST and replays the WAL
+    /// into memory (as [`Options::wal_recovery_mode`] says), then starts the background threads
+    /// (none when [`Options::read_only`]).
+    ///
+    /// Errors: [`Error::InvalidArgument`] for bad options; [`Error::NotFound`] when there is no
+    /// database and [`Options::create_if_missing`] is false; [`Error::AlreadyExists`] with
+    /// [`Options::error_if_exists`]; [`Error::Locked`] when another `Db` holds it;
+    /// [`Error::Corruption`] for damage the recovery mode does not tolerate; [`Error::Io`].
     pub fn open(opts: Options) -> Result<Db> {
         let inner = Arc::new(open::open(opts)?);
         let workers = if inner.opts.read_only {
@@ -172,28 +201,36 @@ impl Db {
         })
     }
 
-    /// Stores `value` under `key`.
+    /// Stores `value` under `key`, replacing any earlier value. Visible to every read that
+    /// starts after it returns; durable as [`WriteOptions::durability`] says. Errors: see
+    /// [`Db`].
     pub fn put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put(key, value);
         self.write(opts, batch)
     }
 
-    /// Removes `key` (a no-op if absent).
+    /// Removes `key` (a no-op if absent). Visibility, durability and errors as for
+    /// [`Db::put`].
     pub fn delete(&self, opts: &WriteOptions, key: &[u8]) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete(key);
         self.write(opts, batch)
     }
 
-    /// Applies `batch` atomically: after a crash either all of it or none of it is present.
+    /// Applies `batch` atomically: readers see all of it or none of it, and after a crash
+    /// either all of it or none of it is recovered. Visibility, durability and errors as for
+    /// [`Db::put`]; a batch over [`MAX_BATCH_BYTES`](crate::MAX_BATCH_BYTES) is
+    /// [`Error::InvalidArgument`].
     pub fn write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
         batch.validate()?;
         self.inner.write_any(opts.durability, batch)
     }
 
-    /// Starts storing `value` under `key`; the handle completes when the write is visible
-    /// (and durable, with `Sync`). `Busy` when `max_pending_requests` are in flight.
+    /// Starts storing `value` under `key`; the handle completes when the write is visible and
+    /// as durable as `opts` asked, with the result [`Db::put`] would return. Fails at once with
+    /// [`Error::Busy`] when [`Options::max_pending_requests`] requests are in flight, or with
+    /// [`Error::InvalidArgument`] for a key or value over the limits.
     pub fn submit_put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<Handle<()>> {
         let mut batch = WriteBatch::new();
         batch.put(key, value);
@@ -214,15 +251,17 @@ impl Db {
         self.inner.submit_write(opts.durability, batch)
     }
 
-    /// Starts reading `key`. A key found in a memtable is answered at once: the handle is
-    /// ready on return (a "lucky read").
+    /// Starts reading `key`; the handle completes with what [`Db::get`] would return. A key
+    /// found in a memtable is answered at once: the handle is ready on return (a "lucky
+    /// read"). [`Error::Busy`] as for [`Db::submit_put`].
     pub fn submit_get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Handle<Option<Vec<u8>>>> {
         self.check_snapshot(opts)?;
         self.inner.submit_get(opts, key)
     }
 
     /// Starts reading up to `limit` entries with keys at or after `start`, in key order,
-    /// within the options' bounds and snapshot.
+    /// within the options' bounds and snapshot; the handle completes with the
+    /// [`ScanEntries`]. [`Error::Busy`] as for [`Db::submit_put`].
     pub fn submit_scan(
         &self,
         opts: ReadOptions,
@@ -234,13 +273,17 @@ impl Db {
     }
 
     /// Begins an optimistic transaction: its reads see the database as of now plus its own
-    /// writes; its commit fails with `Conflict` if another write changed a key it read or
-    /// wrote in the meantime.
+    /// writes, which it buffers until [`Transaction::commit`]. The commit fails with
+    /// [`Error::Conflict`], writing nothing, if another write changed a key the transaction
+    /// read or wrote in the meantime. Dropping the transaction discards it.
     pub fn transaction(&self) -> Transaction<'_> {
         Transaction::new(self)
     }
 
-    /// The value of `key`, or `None`.
+    /// The value of `key`, or `None`: as of the options' snapshot, else the latest write that
+    /// returned before the call. Errors: [`Error::InvalidArgument`] for a snapshot of another
+    /// database; [`Error::Corruption`] (naming the table and offset) or [`Error::Io`] when a
+    /// table cannot be read.
     pub fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_snapshot(opts)?;
         self.inner.pipeline.note_foreground();
@@ -264,7 +307,8 @@ impl Db {
         self.inner.multi_get(opts, &keys)
     }
 
-    /// Starts a [`Db::multi_get`]; served by a pipeline worker.
+    /// Starts a [`Db::multi_get`], served by a pipeline worker; the handle completes with its
+    /// result. [`Error::Busy`] as for [`Db::submit_put`].
     pub fn submit_multi_get(
         &self,
         opts: &ReadOptions,
@@ -274,26 +318,32 @@ impl Db {
         self.inner.submit_multi_get(opts, keys)
     }
 
-    /// A consistent read view, released when dropped.
+    /// A consistent read view as of now: pass it in [`ReadOptions::at`] to read as of this
+    /// point. Compaction keeps the entries it needs until the last clone drops.
     pub fn snapshot(&self) -> Snapshot {
         let versions = &self.inner.versions;
         self.inner.snapshots.acquire(|| versions.last_sequence())
     }
 
-    /// An iterator over the database (or a snapshot of it) within the options' bounds.
-    /// It stays valid across flushes and compactions; call a seek method first.
+    /// A cursor over the database (or a snapshot of it) within the options' bounds; without
+    /// a snapshot it reads as of the call. It stays valid across flushes and compactions;
+    /// position it with a seek method first. Read errors end it and show in
+    /// [`DbIterator::status`].
     pub fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
         self.check_snapshot(&opts)?;
         self.inner.iter(opts)
     }
 
-    /// Writes the active memtable to L0 and waits until every memtable is flushed.
+    /// Writes the active memtable to L0 and waits until every memtable is flushed: the data
+    /// written before the call is then in tables, whatever its durability. Fails with the
+    /// sticky error if background work failed, and on a read-only database.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush_and_wait()
     }
 
-    /// Compacts every level overlapping `[begin, end]` (`None` = unbounded) down to the
-    /// deepest level holding data there.
+    /// Flushes, then compacts every level overlapping `[begin, end]` (`None` = unbounded)
+    /// down to the deepest level holding data there, and waits for it. Errors as for
+    /// [`Db::flush`].
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.flush_and_wait()?;
         background::compact_range(&self.inner, begin, end)
@@ -306,7 +356,8 @@ impl Db {
         background::wait_idle(&self.inner)
     }
 
-    /// Statistics since open.
+    /// Counters since open and the current shape: per-tier usage and I/O, per-level files,
+    /// WAL, cache, placement and request figures.
     pub fn stats(&self) -> Stats {
         self.inner.stats()
     }
@@ -327,7 +378,7 @@ impl Db {
         Ok(blocks)
     }
 
-    /// Every live table: level, tier, number, size and user-key range.
+    /// Every live table: level, tier, number, size, user-key range, path and replica.
     pub fn live_files(&self) -> Vec<LiveFile> {
         let version = self.inner.versions.current();
         version

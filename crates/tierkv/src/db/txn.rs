@@ -16,7 +16,9 @@ use crate::snapshot::Snapshot;
 use crate::stats::Counters;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// An optimistic transaction; see [`Db::transaction`]. Dropping it rolls it back.
+/// An optimistic transaction, begun by [`Db::transaction`]: reads at a snapshot taken when it
+/// began plus its own writes, buffers writes until [`commit`](Transaction::commit). Dropping it
+/// rolls it back.
 pub struct Transaction<'a> {
     db: &'a Db,
     snapshot: Snapshot,
@@ -70,8 +72,10 @@ impl<'a> Transaction<'a> {
         Ok(())
     }
 
-    /// Commits: `Err(Conflict)` (and nothing written) if another write changed a key this
-    /// transaction read or wrote since it began.
+    /// Commits: writes the buffered writes as one batch, atomic, visible and durable as
+    /// [`Db::write`] makes them. [`Error::Conflict`], with nothing written, if another write
+    /// changed a key this transaction read or wrote since it began; otherwise the errors of
+    /// [`Db::write`].
     pub fn commit(self, opts: &WriteOptions) -> Result<()> {
         let db = self.db;
         db.inner.commit(self.prepare(opts)?)

@@ -1,6 +1,6 @@
 //! The write path: what every WAL mode shares.
 //!
-//! A write goes to the database's [`Wal`] (`crate::wal`), which logs it, applies it and
+//! A write goes to the database's [`Wal`](crate::wal::Wal), which logs it, applies it and
 //! publishes it in its mode's way. Making room for it is the same in every mode and lives
 //! here: pacing writes while L0 grows, stalling while flushes or L0 compactions fall behind,
 //! and switching the memtable, which asks the mode's [`LogRoom`] to start a new log. The

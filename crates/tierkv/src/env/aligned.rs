@@ -50,11 +50,6 @@ impl AlignedBuf {
     pub fn len(&self) -> usize {
         self.len
     }
-
-    /// True if empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Drop for AlignedBuf {

@@ -20,11 +20,12 @@ mod fault;
 mod posix;
 mod uring_read;
 
-pub use aligned::AlignedBuf;
+pub(crate) use aligned::AlignedBuf;
 pub use fault::{CrashPolicy, FaultFs, FaultKind};
 pub use posix::PosixFs;
-pub use uring_read::{
-    available as io_uring_reads_available, read_batch, IoTarget, PendingRead, ReadRequest,
+pub use uring_read::IoTarget;
+pub(crate) use uring_read::{
+    available as io_uring_reads_available, read_batch, PendingRead, ReadRequest,
 };
 
 use crate::error::{Error, Result};
@@ -122,8 +123,8 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// The file's size when it was opened.
     fn size(&self) -> u64;
-    /// The descriptor io_uring may read this file through (see [`read_batch`]); `None` where
-    /// reads must go through `read_exact_at`.
+    /// The descriptor io_uring may read this file through when the engine batches table
+    /// reads (`multi_get`, read-ahead); `None` where reads must go through `read_exact_at`.
     fn io_target(&self) -> Option<IoTarget> {
         None
     }

@@ -26,8 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Where io_uring can read a file.
 #[derive(Debug, Clone, Copy)]
 pub struct IoTarget {
+    /// The open descriptor; it must stay open as long as the file it came from.
     pub fd: std::os::unix::io::RawFd,
-    /// Opened with `O_DIRECT`: offsets, lengths and buffers must be aligned to [`ALIGN`].
+    /// Opened with `O_DIRECT`: offsets, lengths and buffers must be aligned to 4 KiB.
     pub direct: bool,
 }
 

@@ -130,6 +130,7 @@ pub struct Pointer {
 
 impl Pointer {
     /// "PL": the fast tier holds only the WAL (and MANIFEST).
+    #[cfg(test)]
     pub const WAL_ONLY: Pointer = Pointer {
         level: 0,
         fraction: 0.0,
@@ -274,6 +275,7 @@ impl AutoPlace {
     }
 
     /// The configuration.
+    #[cfg(test)]
     pub fn config(&self) -> &AutoPlaceConfig {
         &self.config
     }

@@ -5,8 +5,9 @@
 //! no clock. Every time-dependent call takes an `Instant`, so tests drive time by hand.
 //!
 //! Two ways to feed it (use one per tier and kind, or the bytes are counted twice):
-//! - [`IoMonitor::record`]: cheap relaxed atomic adds from any thread; the counts wait in a
-//!   per-tier pending slot until the next [`IoMonitor::sample`] moves them into the window.
+//! - `IoMonitor::record` (tests feed it this way): cheap relaxed atomic adds from any thread;
+//!   the counts wait in a per-tier pending slot until the next [`IoMonitor::sample`] moves them
+//!   into the window.
 //! - [`IoMonitor::observe_cumulative`]: the engine already keeps cumulative per-tier counters
 //!   (`tier::TierCounters`); the sampler passes their totals and the monitor takes the deltas.
 //!
@@ -45,29 +46,10 @@ pub enum IoKind {
 impl IoKind {
     /// Number of kinds; the length of per-kind arrays.
     pub const COUNT: usize = 5;
-    /// Every kind, in index order.
-    pub const ALL: [IoKind; IoKind::COUNT] = [
-        IoKind::ForegroundRead,
-        IoKind::Wal,
-        IoKind::Flush,
-        IoKind::Compaction,
-        IoKind::Migration,
-    ];
 
     /// Index into per-kind arrays.
     pub fn index(self) -> usize {
         self as usize
-    }
-
-    /// Short name for stats output.
-    pub fn name(self) -> &'static str {
-        match self {
-            IoKind::ForegroundRead => "read",
-            IoKind::Wal => "wal",
-            IoKind::Flush => "flush",
-            IoKind::Compaction => "compaction",
-            IoKind::Migration => "migration",
-        }
     }
 }
 
@@ -218,16 +200,6 @@ impl IoMonitor {
         }
     }
 
-    /// Number of tiers monitored.
-    pub fn num_tiers(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// The window shape.
-    pub fn config(&self) -> WindowConfig {
-        self.config
-    }
-
     /// Sets a tier's bandwidth ceiling in bytes/s (`None` = unknown). Takes effect at the next
     /// sample. Out-of-range tiers are ignored.
     pub fn set_ceiling(&self, tier: TierId, bytes_per_sec: Option<u64>) {
@@ -238,6 +210,7 @@ impl IoMonitor {
 
     /// Counts `bytes` in `ops` operations of `kind` on `tier`. Lock-free (two relaxed adds), for
     /// hot paths. Out-of-range tiers are ignored: a monitor must never fail an I/O.
+    #[cfg(test)]
     pub fn record(&self, tier: TierId, kind: IoKind, bytes: u64, ops: u64) {
         if let Some(p) = self.pending.get(tier.index()) {
             p.bytes[kind.index()].fetch_add(bytes, Ordering::Relaxed);

@@ -16,7 +16,6 @@ use crate::sst::format::{
 };
 use crate::sst::props::TableProperties;
 use std::cmp::Ordering;
-use std::path::PathBuf;
 
 /// How tables are built. Every field has a documented default.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -46,6 +45,7 @@ impl Default for TableOptions {
 
 impl TableOptions {
     /// Rejects values the builder cannot honour.
+    #[cfg(test)]
     pub fn validate(&self) -> Result<()> {
         if !(64..=format::MAX_COMPRESSED_BLOCK_RAW_LEN).contains(&self.block_size) {
             return Err(Error::invalid(format!(
@@ -73,7 +73,6 @@ impl TableOptions {
 /// Builds one table file.
 pub struct TableBuilder {
     file: BufferedFile,
-    path: PathBuf,
     opts: TableOptions,
     /// Bytes handed to `file` so far.
     offset: u64,
@@ -88,14 +87,13 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
-    /// Starts a table written to `file` (which should be empty); `path` names it in errors.
-    pub fn new(file: BufferedFile, path: PathBuf, opts: TableOptions) -> Self {
+    /// Starts a table written to `file` (which should be empty).
+    pub fn new(file: BufferedFile, opts: TableOptions) -> Self {
         let filter =
             (opts.bloom_bits_per_key > 0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {
             offset: file.size(),
             file,
-            path,
             data: BlockBuilder::new(opts.restart_interval),
             index: BlockBuilder::new(1),
             filter,
@@ -232,11 +230,6 @@ impl TableBuilder {
     /// Stops building; the caller removes the partial file.
     pub fn abandon(self) {
         drop(self);
-    }
-
-    /// The path given to [`TableBuilder::new`].
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
     }
 }
 

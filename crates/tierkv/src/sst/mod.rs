@@ -39,12 +39,9 @@ mod table;
 #[cfg(test)]
 mod testutil;
 
-pub use block::{Block, BlockBuilder, BlockIter};
+pub use block::Block;
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
-pub use format::{
-    BlockHandle, Compression, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, TABLE_FORMAT_VERSION,
-    TABLE_MAGIC,
-};
+pub use format::{BlockHandle, Compression, BLOCK_TRAILER_LEN};
 pub use props::TableProperties;
 pub use table::{Entry, Probe, ReadTrace, Table, TableIter};

@@ -17,7 +17,7 @@ use crate::sst::filter::BloomFilter;
 use crate::sst::format::{self, check_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::sst::props::TableProperties;
 use crate::tier::TierId;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -419,16 +419,19 @@ impl Table {
     }
 
     /// The path given to [`Table::open`].
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub fn path(&self) -> &std::path::Path {
         &self.reader.path
     }
 
     /// The id under which this table's blocks are cached (0 without a cache).
+    #[cfg(test)]
     pub fn cache_id(&self) -> u64 {
         self.cache_id
     }
 
     /// False only if the filter proves `user_key` absent; true without a filter.
+    #[cfg(test)]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
@@ -616,7 +619,8 @@ impl Table {
     }
 }
 
-/// A cursor over a whole table: the index picks a data block, a [`BlockIter`] walks it.
+/// A cursor over a whole table (an [`InternalIterator`]): the index picks a data block, a
+/// block iterator walks it.
 pub struct TableIter {
     // NB: declared first so it is dropped first: a read-ahead still in flight is reaped
     // while the table (and its file) is certainly alive.

@@ -63,7 +63,7 @@ pub fn build_table(
         data: Arc::clone(&data),
         synced: Arc::clone(&synced),
     };
-    let mut b = TableBuilder::new(BufferedFile::new(Box::new(file), 1024), test_path(), opts);
+    let mut b = TableBuilder::new(BufferedFile::new(Box::new(file), 1024), opts);
     for (k, v) in entries {
         b.add(k, v).unwrap();
     }

@@ -230,11 +230,6 @@ impl VersionSet {
         Arc::clone(&self.current.lock())
     }
 
-    /// Database identity.
-    pub fn db_id(&self) -> &str {
-        &self.db_id
-    }
-
     /// Allocates a file number.
     pub fn new_file_number(&self) -> u64 {
         self.next_file_number.fetch_add(1, Ordering::Relaxed)

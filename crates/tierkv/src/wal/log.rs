@@ -45,10 +45,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// Version of the record format described above. Not stored in log files (they have no
-/// header); recorded with the database-wide format version. Do not change what 1 means.
-pub const LOG_FORMAT_VERSION: u32 = 1;
-
 /// Size of the header in front of every payload.
 pub const RECORD_HEADER_LEN: usize = 20;
 
@@ -176,11 +172,6 @@ impl LogWriter {
     /// The durable watermark the next record's header will carry.
     pub fn synced_through(&self) -> u64 {
         self.synced_through
-    }
-
-    /// The log file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Flushes and closes the file. Does not sync: call [`sync`](Self::sync) first if the tail

@@ -9,7 +9,7 @@
 //! again. The kernel may still read the buffers of those writes, so their owner must keep
 //! them alive for the life of the process ([`LogIo::buffers_abandoned`]).
 
-use super::parallel::AlignedBuf;
+use crate::env::AlignedBuf;
 use crate::env::PositionalFile;
 use crate::error::{Error, Result};
 use io_uring::{opcode, types, IoUring};

@@ -17,7 +17,7 @@
 
 use crate::batch::WriteBatch;
 use crate::coding::{crc, get_u32, get_u64};
-pub use crate::env::AlignedBuf;
+use crate::env::AlignedBuf;
 use crate::env::{Fs, PositionalFile};
 use crate::error::{Error, Result};
 use crate::wal::log::RecoveryMode;
@@ -106,7 +106,7 @@ pub struct Meta {
 
 impl Meta {
     /// Encodes into one page.
-    pub fn encode(&self) -> AlignedBuf {
+    pub(crate) fn encode(&self) -> AlignedBuf {
         let mut page = AlignedBuf::zeroed(PAGE);
         let b = page.as_mut_slice();
         b[0..8].copy_from_slice(&META_MAGIC.to_le_bytes());
@@ -542,6 +542,7 @@ impl ActiveGroup {
     }
 
     /// Pages claimed so far.
+    #[cfg(test)]
     pub fn claimed(&self) -> u64 {
         self.next_page.load(Ordering::Acquire)
     }

@@ -28,7 +28,7 @@ pub use area::*;
 use super::uring::{IoPath, LogIo};
 use super::{LogRoom, ReplayCtx, ReplaySink, Wal, WalHost, WriteRequest};
 use crate::batch::WriteBatch;
-use crate::env::PositionalFile;
+use crate::env::{AlignedBuf, PositionalFile};
 use crate::error::{Error, Result};
 use crate::handle::{self, Completer};
 use crate::memtable::MemTable;
