@@ -109,7 +109,7 @@
 //! request and return at once with a [`Handle`]. A handle can be polled, waited on, or awaited:
 //! it is a [`Future`](std::future::Future) that needs no particular executor (engine threads
 //! wake it). Requests in flight at the same time are not ordered among themselves; one submitted
-//! after another completed is ordered after it. Beyond [`Options::max_pending_requests`]
+//! after another completed is ordered after it. Beyond [`PipelineOptions::max_pending_requests`]
 //! requests in flight, `submit_*` fails with [`Error::Busy`].
 //!
 //! ```
@@ -189,8 +189,10 @@ pub use error::{Error, Result};
 pub use handle::{Handle, ScanEntries};
 pub use key::SeqNo;
 pub use options::{
-    Compression, Durability, Options, OptionsBuilder, Placement, ReadOptions, RecoveryMode,
-    TierConfig, WalMode, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
+    CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
+    OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
+    TableOptions, TierConfig, WalMode, WalOptions, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN,
+    MAX_VALUE_LEN,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, Stats, TierIo, TierStats};

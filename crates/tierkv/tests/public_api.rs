@@ -15,10 +15,11 @@ use tierkv::inspect::{
     VersionEdit, BLOCK_TRAILER_LEN,
 };
 use tierkv::{
-    BatchIter, BatchOp, Compression, Db, DbIterator, Durability, Entries, Error, Handle,
-    LevelStats, LiveFile, Options, OptionsBuilder, Placement, ReadOptions, RecoveryMode, Result,
-    ScanEntries, SeqNo, Snapshot, Stats, TierConfig, TierIo, TierStats, Transaction, WalMode,
-    WriteBatch, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
+    BatchIter, BatchOp, CacheOptions, CompactionOptions, Compression, Db, DbIterator, Durability,
+    Entries, Error, Handle, LevelStats, LiveFile, MemtableOptions, Options, OptionsBuilder,
+    PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode, Result, ScanEntries,
+    SeqNo, Snapshot, Stats, TableOptions, TierConfig, TierIo, TierStats, Transaction, WalMode,
+    WalOptions, WriteBatch, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 
 fn open(fs: &Arc<FaultFs>) -> Result<Db> {
@@ -28,10 +29,27 @@ fn open(fs: &Arc<FaultFs>) -> Result<Db> {
         .fs(fs.clone());
     let opts: Options = builder.build()?;
     let _: (Placement, WalMode, RecoveryMode, Compression) = (
-        opts.placement,
-        opts.wal,
-        opts.wal_recovery_mode,
-        opts.compression,
+        opts.placement.mode,
+        opts.wal.mode,
+        opts.wal.recovery_mode,
+        opts.table.compression,
+    );
+    let _: (
+        &MemtableOptions,
+        &CompactionOptions,
+        &TableOptions,
+        &CacheOptions,
+        &WalOptions,
+        &PlacementOptions,
+        &PipelineOptions,
+    ) = (
+        &opts.memtable,
+        &opts.compaction,
+        &opts.table,
+        &opts.cache,
+        &opts.wal,
+        &opts.placement,
+        &opts.pipeline,
     );
     let _: AutoPlaceConfig = opts.auto_place_config();
     Db::open(opts)

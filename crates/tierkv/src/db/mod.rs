@@ -165,7 +165,7 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// Opens (or creates) the database described by `opts`: validates the options, takes the
     /// `LOCK` on tier 0, checks each tier's identity, reads the MANIFEST and replays the WAL
-    /// into memory (as [`Options::wal_recovery_mode`] says), then starts the background threads
+    /// into memory (as [`crate::WalOptions::recovery_mode`] says), then starts the background threads
     /// (none when [`Options::read_only`]).
     ///
     /// Errors: [`Error::InvalidArgument`] for bad options; [`Error::NotFound`] when there is no
@@ -229,7 +229,7 @@ impl Db {
 
     /// Starts storing `value` under `key`; the handle completes when the write is visible and
     /// as durable as `opts` asked, with the result [`Db::put`] would return. Fails at once with
-    /// [`Error::Busy`] when [`Options::max_pending_requests`] requests are in flight, or with
+    /// [`Error::Busy`] when [`crate::PipelineOptions::max_pending_requests`] requests are in flight, or with
     /// [`Error::InvalidArgument`] for a key or value over the limits.
     pub fn submit_put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<Handle<()>> {
         let mut batch = WriteBatch::new();
