@@ -7,7 +7,9 @@
 //! tierkv also `auto` (automatic placement by fast-tier bandwidth, starting from LAD-2), and for
 //! tierkv the WAL mode: `group` (group-commit leader, the default) or `parallel` (SpanDB's
 //! parallel WAL). Parts join with `+`: `tierkv:parallel`, `tierkv:pl+parallel`,
-//! `tierkv:lad1+group`.
+//! `tierkv:lad1+group`. A placement means the same for both engines: `pl` and `lad0` are one
+//! profile (no table on the fast tier), and RocksDB's `db_paths` are chosen so that its own
+//! path selection keeps to it (see `rocks_paths`).
 //!
 //! Engines with an asynchronous API (tierkv's `submit_*`) also implement [`Engine::submit`], which
 //! the runner uses for `--inflight N > 1`.
@@ -376,10 +378,16 @@ fn count_found<T>(
     answers.try_fold(0, |found, a| Ok(found + usize::from(a?.is_some())))
 }
 
-/// Opens the engine named `spec` (`NAME[:PROFILE]`) on `cfg`'s tiers.
-pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+/// Splits `spec` (`NAME[:PROFILE]`) into the engine's name and its parsed profile.
+pub fn parse_spec(spec: &str) -> Result<(&str, Profile)> {
     let (name, profile) = spec.split_once(':').unwrap_or((spec, ""));
     let profile = parse_profile(profile).with_context(|| format!("engine {spec:?}"))?;
+    Ok((name, profile))
+}
+
+/// Opens the engine named `spec` (`NAME[:PROFILE]`) on `cfg`'s tiers.
+pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    let (name, profile) = parse_spec(spec)?;
     match name {
         "tierkv" => Ok(Box::new(tierkv_engine::TierkvEngine::open(cfg, profile)?)),
         #[cfg(feature = "rocksdb")]
@@ -678,6 +686,7 @@ mod tierkv_engine {
 #[cfg(feature = "rocksdb")]
 mod rocks {
     use super::*;
+    use crate::rocks_paths::{self, DbPath};
     use rocksdb::{
         BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBPath, Options,
         WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
@@ -688,32 +697,16 @@ mod rocks {
         opts: Options,
         write: WriteOptions,
         tiers: Vec<String>,
-        levels_on_fast: usize,
+        /// The `db_paths` given to RocksDB (see `rocks_paths` for how it picks one).
+        paths: Vec<DbPath>,
+        level_base: u64,
         _cache: Cache,
     }
 
-    /// The fast db_path's target: the sizes of its levels, at most the tier's capacity.
-    fn fast_path_target(cfg: &EngineConfig, n: usize) -> u64 {
-        let cap = cfg.tiers[0].capacity.unwrap_or(u64::MAX);
-        levels_target(cfg, n).min(cap)
-    }
-
-    /// Bytes RocksDB's path selection budgets for levels `0..n` (it sizes L0 like L1).
-    fn levels_target(cfg: &EngineConfig, n: usize) -> u64 {
-        let mut total = 0;
-        let mut level_size = cfg.max_bytes_for_level_base;
-        for level in 0..n {
-            total += level_size;
-            if level > 0 {
-                level_size *= 10;
-            }
-        }
-        total
-    }
-
     impl RocksEngine {
-        /// RocksDB with `levels_on_fast` levels on the fast tier's path and, if given, its own
-        /// `bytes_per_sync` (RocksDB's default is 0).
+        /// RocksDB with levels `0..levels_on_fast` on the fast tier (none: PL) and, if given,
+        /// its own `bytes_per_sync` (RocksDB's default is 0). The WAL (`wal_dir`) and the
+        /// database directory (MANIFEST, OPTIONS) are on the fast tier for every profile.
         pub fn open(
             cfg: &EngineConfig,
             levels_on_fast: usize,
@@ -735,7 +728,10 @@ mod rocks {
             opts.set_level_zero_slowdown_writes_trigger(20);
             opts.set_level_zero_stop_writes_trigger(36);
             opts.set_max_bytes_for_level_base(cfg.max_bytes_for_level_base);
-            opts.set_max_bytes_for_level_multiplier(10.0);
+            opts.set_max_bytes_for_level_multiplier(rocks_paths::LEVEL_MULTIPLIER as f64);
+            // NB: RocksDB ignores dynamic level sizes with several db_paths; off for every
+            // profile, so that PL (one db_path) has the same level shape as LAD-n.
+            opts.set_level_compaction_dynamic_level_bytes(false);
             opts.set_target_file_size_base(cfg.target_file_size);
             opts.set_max_background_jobs(cfg.background_threads as i32);
             opts.set_compression_type(match cfg.compression.as_str() {
@@ -750,12 +746,14 @@ mod rocks {
             opts.enable_statistics();
             let fast = &cfg.tiers[0].dir;
             opts.set_wal_dir(fast.join("wal"));
-            if cfg.tiers.len() > 1 {
-                let paths = [
-                    DBPath::new(fast.join("sst"), fast_path_target(cfg, levels_on_fast))?,
-                    DBPath::new(&cfg.tiers[1].dir, u64::MAX)?,
-                ];
-                opts.set_db_paths(&paths);
+            let paths =
+                rocks_paths::db_paths(&cfg.tiers, levels_on_fast, cfg.max_bytes_for_level_base);
+            if !paths.is_empty() {
+                let db_paths = paths
+                    .iter()
+                    .map(|p| DBPath::new(path_dir(cfg, p.tier), p.target))
+                    .collect::<Result<Vec<_>, _>>()?;
+                opts.set_db_paths(&db_paths);
             }
             // The default column family is opened by name, with the same options `DB::open`
             // would give it, so that `cf_handle` finds it for `batched_multi_get_cf`.
@@ -768,7 +766,8 @@ mod rocks {
                 opts,
                 write,
                 tiers: cfg.tiers.iter().map(|t| t.name.clone()).collect(),
-                levels_on_fast,
+                paths,
+                level_base: cfg.max_bytes_for_level_base,
                 _cache: cache,
             })
         }
@@ -812,8 +811,19 @@ mod rocks {
             shares
         }
 
+        /// The tier RocksDB's path selection sends `level`'s tables to.
         fn tier_of_level(&self, level: usize) -> usize {
-            usize::from(level >= self.levels_on_fast && self.tiers.len() > 1)
+            rocks_paths::tier_of_level(&self.paths, level, self.level_base)
+        }
+    }
+
+    /// The directory of a db_path on `tier`: the fast tier's is `sst/` beside `wal/` and
+    /// `db/`; another tier's is its root.
+    fn path_dir(cfg: &EngineConfig, tier: usize) -> PathBuf {
+        if tier == 0 {
+            cfg.tiers[0].dir.join("sst")
+        } else {
+            cfg.tiers[tier].dir.clone()
         }
     }
 

@@ -5,6 +5,10 @@
 
 mod engine;
 mod report;
+// NB: compiled (and unit-tested) without the `rocksdb` feature too, so that the path choice
+// stays checked where librocksdb is not installed.
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+mod rocks_paths;
 mod runner;
 mod space;
 mod workload;
