@@ -296,7 +296,7 @@ impl Tiers {
             limiter: (tier.is_fast() && background).then(|| Arc::clone(&self.background_limiter)),
             drop_after_sync: background && self.get(tier).direct_reads,
             // NB: not on tier 0, which holds the WAL: there the write-back queued on the device
-            // delayed the WAL's own writes (BENCHMARKS.md, session 10).
+            // delayed the WAL's own writes (BENCHMARKS.md, build 10).
             write_back_every: if background && !tier.is_fast() {
                 self.bytes_per_sync
             } else {

@@ -191,7 +191,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
 /// buffers of a compaction), often in a background thread's own malloc arena, where glibc
 /// keeps it. After a load the engine's RSS stayed 80 MiB above RocksDB's with the same block
 /// cache, and in a memory-bounded process that came out of the page cache serving the
-/// capacity tier's reads (BENCHMARKS.md, session 8). `malloc_trim` returns free pages of every
+/// capacity tier's reads (BENCHMARKS.md, build 8). `malloc_trim` returns free pages of every
 /// arena.
 /// NB: not after every job. A trim holds each arena's lock while it walks it: 4 ms typically,
 /// up to 32 ms, during which threads allocating there wait; trimming after each flush of a
