@@ -41,7 +41,8 @@
 //! [`Db`] is `Send + Sync`: share it between threads by reference or in an `Arc`. Dropping it
 //! stops background work and leaves a state that reopens cleanly.
 //! Keys are at most [`MAX_KEY_LEN`] bytes, values at most [`MAX_VALUE_LEN`], a batch at most
-//! [`MAX_BATCH_BYTES`] encoded.
+//! [`Options::max_batch_bytes`] encoded (the same in every WAL mode; never above
+//! [`MAX_BATCH_BYTES`]).
 //!
 //! # Tiers
 //!

@@ -451,7 +451,8 @@ fn oversized_keys_and_values_are_refused() {
     let max_key = vec![b'm'; MAX_KEY_LEN];
     db.put(&w, &max_key, b"longest key").unwrap();
     model.insert(max_key, b"longest key".to_vec());
-    let big = vec![7u8; 1 << 20];
+    // (Under the batch limit of tiny()'s 64 KiB memtables: see the test below.)
+    let big = vec![7u8; 100 << 10];
     db.put(&w, b"big", &big).unwrap();
     model.insert(b"big".to_vec(), big);
     db.flush().unwrap();
@@ -647,4 +648,43 @@ fn invalid_toml_is_refused_naming_the_key() {
     expect_invalid(err, &["levels_on_fats", &*path.to_string_lossy()]);
     let good = Options::from_toml_str(TIERS_TOML).unwrap();
     assert_eq!(good.tiers.len(), 2);
+}
+
+/// A database accepts the same batches whatever its WAL mode: the limit is one parallel-WAL
+/// page group (here 512 KiB, twice the memtable), a batch just over it is refused naming the
+/// option to raise in group mode too, and one at the limit is stored in either mode.
+#[test]
+fn the_batch_limit_is_the_same_in_every_wal_mode() {
+    common::each_mode("batch limit", |mode| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = common::small(mode, 256 << 10)
+            .tiers_in(dir.path())
+            .build()
+            .unwrap();
+        let limit = opts.max_batch_bytes();
+        assert!(limit < 512 << 10 && limit > 500 << 10, "{limit}");
+        let db = Db::open(opts).unwrap();
+        let w = WriteOptions::default();
+
+        // One put whose encoding is `bytes` long (the value's length varint takes 3 bytes).
+        let value_for = |bytes: usize| {
+            let mut empty = WriteBatch::new();
+            empty.put(b"k", &[]);
+            vec![5u8; bytes - (empty.encoded_len() + 2)]
+        };
+        let batch_of = |bytes: usize| {
+            let mut b = WriteBatch::new();
+            b.put(b"k", &value_for(bytes));
+            assert_eq!(b.encoded_len(), bytes);
+            b
+        };
+        let err = db.write(&w, batch_of(limit + 1)).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("wal.group_bytes"), "{err}");
+        assert_eq!(db.get(&ReadOptions::default(), b"k").unwrap(), None);
+
+        db.write(&w, batch_of(limit)).unwrap();
+        let got = db.get(&ReadOptions::default(), b"k").unwrap().unwrap();
+        assert_eq!(got, value_for(limit), "{mode:?}");
+    });
 }

@@ -220,10 +220,11 @@ impl Db {
 
     /// Applies `batch` atomically: readers see all of it or none of it, and after a crash
     /// either all of it or none of it is recovered. Visibility, durability and errors as for
-    /// [`Db::put`]; a batch over [`MAX_BATCH_BYTES`](crate::MAX_BATCH_BYTES) is
-    /// [`Error::InvalidArgument`].
+    /// [`Db::put`]; a batch over [`Options::max_batch_bytes`] (at most
+    /// [`MAX_BATCH_BYTES`](crate::MAX_BATCH_BYTES)) encoded is [`Error::InvalidArgument`],
+    /// whatever the WAL mode.
     pub fn write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
-        batch.validate()?;
+        self.inner.check_batch(&batch)?;
         self.inner.write_any(opts.durability, batch)
     }
 
@@ -247,7 +248,7 @@ impl Db {
     /// Starts applying `batch` atomically. Requests in flight at the same time are not
     /// ordered among themselves; one submitted after another completed is ordered after it.
     pub fn submit_write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<Handle<()>> {
-        batch.validate()?;
+        self.inner.check_batch(&batch)?;
         self.inner.submit_write(opts.durability, batch)
     }
 
@@ -458,6 +459,22 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// Checks `batch` against the key, value and batch limits, the batch limit being this
+    /// database's ([`Options::max_batch_bytes`]), the same in every WAL mode.
+    fn check_batch(&self, batch: &WriteBatch) -> Result<()> {
+        batch.validate()?;
+        let limit = self.opts.max_batch_bytes();
+        if batch.encoded_len() > limit {
+            return Err(Error::invalid(format!(
+                "write batch of {} bytes exceeds this database's limit of {limit} bytes \
+                 (one parallel-WAL page group, wal.group_bytes; at most {} bytes)",
+                batch.encoded_len(),
+                crate::MAX_BATCH_BYTES
+            )));
+        }
+        Ok(())
+    }
+
     /// The sticky error as a `Closed` error, if writes are stopped.
     fn check_writable(&self, state: &State) -> Result<()> {
         if self.opts.read_only {

@@ -91,6 +91,7 @@ impl<'a> Transaction<'a> {
     pub fn rollback(self) {}
 
     fn prepare(self, opts: &WriteOptions) -> Result<PreparedCommit> {
+        let db = self.db;
         let mut batch = WriteBatch::new();
         for (k, v) in &self.writes {
             match v {
@@ -98,7 +99,7 @@ impl<'a> Transaction<'a> {
                 None => batch.delete(k),
             }
         }
-        batch.validate()?;
+        db.inner.check_batch(&batch)?;
         let mut keys: BTreeSet<Vec<u8>> = self.reads;
         keys.extend(self.writes.into_keys());
         Ok(PreparedCommit {

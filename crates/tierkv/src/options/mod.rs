@@ -30,7 +30,8 @@ use std::sync::Arc;
 pub const MAX_KEY_LEN: usize = 64 << 10;
 /// Largest accepted value: 64 MiB.
 pub const MAX_VALUE_LEN: usize = 64 << 20;
-/// Largest accepted encoded write batch: 512 MiB.
+/// Largest encoded write batch any database accepts: 512 MiB. A database may accept less:
+/// see [`Options::max_batch_bytes`].
 pub const MAX_BATCH_BYTES: usize = 512 << 20;
 
 /// One storage tier: a directory on one device, with a byte budget.
@@ -300,6 +301,15 @@ impl Options {
             .group_bytes
             .unwrap_or(2 * self.memtable.write_buffer_size as u64);
         bytes.div_ceil(4096) * 4096
+    }
+
+    /// The largest encoded batch this database accepts, in every WAL mode:
+    /// [`MAX_BATCH_BYTES`], or what one parallel-WAL page group holds (`wal.group_bytes`, by
+    /// default twice `memtable.write_buffer_size`) where that is less. One limit whatever the
+    /// mode, so that changing `wal.mode` never changes which batches a database accepts.
+    pub fn max_batch_bytes(&self) -> usize {
+        let group_pages = self.wal_group_bytes() / 4096;
+        crate::wal::parallel::area::largest_payload(group_pages).min(MAX_BATCH_BYTES)
     }
 
     /// Page groups in the parallel-WAL area: the active memtable's, one per immutable

@@ -76,6 +76,12 @@ pub fn worst_case_pages(payload_len: usize) -> u64 {
     (payload_len + ENTRY_HEADER).div_ceil(PAGE_PAYLOAD) as u64
 }
 
+/// The largest payload whose worst case fits `pages` pages (the inverse of
+/// [`worst_case_pages`]).
+pub fn largest_payload(pages: u64) -> usize {
+    (pages as usize * PAGE_PAYLOAD).saturating_sub(ENTRY_HEADER)
+}
+
 /// Pages `payload_lens` take when packed into one run.
 pub fn run_pages(payload_lens: impl IntoIterator<Item = usize>) -> u64 {
     let bytes: usize = payload_lens.into_iter().map(|l| l + ENTRY_HEADER).sum();
