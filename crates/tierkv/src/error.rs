@@ -53,9 +53,17 @@ pub enum Error {
         /// The first key found changed.
         key: Vec<u8>,
     },
-    /// The database was closed, or stopped accepting writes after a failed sync
-    /// or a failed background job; reopen it to continue.
+    /// The database (or the log or MANIFEST the request needed) was closed.
     Closed(String),
+    /// Writes are stopped: an earlier write, sync, memtable switch or background job failed
+    /// with `cause` (kept whole: a full tier is [`Error::NoSpace`] or an `Io` of kind
+    /// `StorageFull`, damage is [`Error::Corruption`] naming file and offset), and the
+    /// database's durable state or its background work cannot go on safely. Reads go on;
+    /// reopen the database to continue.
+    Stopped {
+        /// The first failure, as it was reported where it happened.
+        cause: Box<Error>,
+    },
 }
 
 impl Error {
@@ -88,6 +96,38 @@ impl Error {
         matches!(self, Error::Corruption { .. })
     }
 
+    /// Writes stopped by `cause` (see [`Error::Stopped`]).
+    pub(crate) fn stopped(cause: &Error) -> Self {
+        match cause {
+            // Already a stop: keep the first cause, not a chain of them.
+            Error::Stopped { cause } => Error::Stopped {
+                cause: Box::new(cause.duplicate()),
+            },
+            other => Error::Stopped {
+                cause: Box::new(other.duplicate()),
+            },
+        }
+    }
+
+    /// The failure at the root of this error: the cause of a [`Error::Stopped`], else the
+    /// error itself.
+    pub fn root_cause(&self) -> &Error {
+        match self {
+            Error::Stopped { cause } => cause.root_cause(),
+            other => other,
+        }
+    }
+
+    /// True when the root cause is a full tier or device ([`Error::NoSpace`], or an `Io`
+    /// error of kind `StorageFull`).
+    pub fn is_no_space(&self) -> bool {
+        match self.root_cause() {
+            Error::NoSpace { .. } => true,
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::StorageFull,
+            _ => false,
+        }
+    }
+
     /// A copy of this error for handing to several waiters (the `io::Error` source is
     /// re-created from its kind and message).
     pub(crate) fn duplicate(&self) -> Error {
@@ -110,6 +150,7 @@ impl Error {
             Error::Busy(m) => Error::Busy(m.clone()),
             Error::Conflict { key } => Error::Conflict { key: key.clone() },
             Error::Closed(m) => Error::Closed(m.clone()),
+            Error::Stopped { cause } => Error::stopped(cause),
         }
     }
 }
@@ -145,6 +186,10 @@ impl fmt::Display for Error {
                 key.escape_ascii()
             ),
             Error::Closed(m) => write!(f, "database closed: {m}"),
+            Error::Stopped { cause } => write!(
+                f,
+                "writes are stopped after an earlier failure ({cause}); reopen the database"
+            ),
         }
     }
 }
@@ -153,7 +198,44 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Stopped { cause } => Some(cause.as_ref()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_keeps_its_first_cause_typed() {
+        let full = Error::io(
+            "write",
+            "/fast/000007.sst",
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        );
+        let stopped = Error::stopped(&full);
+        assert!(stopped.is_no_space());
+        assert!(matches!(
+            stopped.root_cause(),
+            Error::Io { op: "write", .. }
+        ));
+        assert!(
+            stopped.to_string().contains("/fast/000007.sst"),
+            "{stopped}"
+        );
+        // Stopping again (a later write refused) keeps the first cause, not a chain.
+        let again = Error::stopped(&stopped);
+        assert!(matches!(&again, Error::Stopped { cause } if matches!(**cause, Error::Io { .. })));
+        assert!(std::error::Error::source(&again).is_some());
+
+        let damaged = Error::stopped(&Error::corruption("/fast/MANIFEST-000003", 4096, "crc"));
+        assert!(damaged.root_cause().is_corruption());
+        assert!(!damaged.is_no_space());
+        assert!(Error::stopped(&Error::NoSpace {
+            tier: "fast".into()
+        })
+        .is_no_space());
     }
 }

@@ -67,7 +67,8 @@
 //! without every write numbered before it, and a batch is recovered whole or not at all. A
 //! write is visible to every read that starts after it returns. After a failed WAL write or
 //! sync, MANIFEST write or background job, the database stops taking writes: they fail with
-//! [`Error::Closed`] until it is reopened.
+//! [`Error::Stopped`], which keeps the first failure typed (a full tier, an I/O error naming
+//! its file, corruption naming file and offset), until it is reopened.
 //!
 //! # WAL modes
 //!

@@ -566,7 +566,7 @@ fn check_or_make_identity(
         ))),
         None if read_only => Ok(false),
         None => {
-            fs.create_dir_all(&tier.dir)?;
+            crate::env::create_dir_all_durable(fs, &tier.dir)?;
             let text = identity_text(db_id, tier);
             crate::env::write_file_atomic(fs, &tier.dir.join(IDENTITY_FILE), text.as_bytes())?;
             Ok(true)

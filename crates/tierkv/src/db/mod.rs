@@ -143,7 +143,7 @@ pub struct LiveFile {
 ///
 /// Errors common to every write: [`Error::InvalidArgument`] for a key or value over
 /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) / [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) or a database
-/// opened [`read_only`](Options::read_only); [`Error::Closed`] once writes are stopped (a failed
+/// opened [`read_only`](Options::read_only); [`Error::Stopped`] once writes are stopped (a failed
 /// WAL sync or background job; reopen to continue); [`Error::Io`] when the WAL cannot be
 /// written or synced, after which writes are stopped.
 pub struct Db {
@@ -484,9 +484,7 @@ impl DbInner {
             return Err(Error::Closed("the database is shutting down".into()));
         }
         match &state.bg_error {
-            Some(e) => Err(Error::Closed(format!(
-                "writes are stopped after an earlier failure ({e}); reopen the database"
-            ))),
+            Some(e) => Err(Error::stopped(e)),
             None => Ok(()),
         }
     }

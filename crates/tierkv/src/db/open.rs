@@ -47,7 +47,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
                 }
             )));
         }
-        fs.create_dir_all(&dir0)?;
+        crate::env::create_dir_all_durable(&*fs, &dir0)?;
         check_new_database_dirs(&opts)?;
     }
     let lock = fs.lock(&dir0.join(LOCK_FILE))?;

@@ -10,7 +10,10 @@
 //! - There are two namespaces, path -> file: *current* (what `open`/`exists`/`list_dir` see; a
 //!   create, rename or remove changes it at once) and *durable* (what survives a power loss).
 //!   `sync_dir(d)` copies the current entries of `d`, and only those, into the durable one.
-//! - Directories are durable as soon as `create_dir_all` returns, and are never removed.
+//! - Directories have a current and a durable set too: `create_dir_all` adds to the current
+//!   one; a directory's entry becomes durable when its parent is synced (`sync_dir(parent)`).
+//!   A power loss keeps only directories whose every ancestor is durable, and only files whose
+//!   directory survives. Directories are never removed.
 //! - [`FaultFs::crash`] rebuilds the file system from the durable namespace, each file's bytes
 //!   chosen by a [`CrashPolicy`] from its durable bytes plus some of its unsynced writes;
 //!   [`FaultFs::process_crash`] rebuilds it from the current namespace and bytes. Either way
@@ -229,6 +232,8 @@ struct State {
     /// The namespace a power loss keeps.
     durable_files: BTreeMap<PathBuf, Node>,
     dirs: BTreeSet<PathBuf>,
+    /// The directories a power loss keeps (see the module doc).
+    durable_dirs: BTreeSet<PathBuf>,
     /// Bumped by each crash; a handle from an older epoch is dead.
     epoch: u64,
     /// Held locks, path -> the token of the guard holding it.
@@ -248,6 +253,7 @@ impl State {
             files: BTreeMap::new(),
             durable_files: BTreeMap::new(),
             dirs: BTreeSet::from([PathBuf::from("/")]),
+            durable_dirs: BTreeSet::from([PathBuf::from("/")]),
             epoch: 0,
             locks: BTreeMap::new(),
             next_token: 0,
@@ -334,10 +340,13 @@ impl State {
             .filter(move |(p, _)| p.parent() == Some(dir))
     }
 
-    /// Makes `namespace` both the current and the durable one, kills every handle and lock.
-    fn restart(&mut self, namespace: BTreeMap<PathBuf, Node>) {
+    /// Makes `namespace` and `dirs` both the current and the durable ones, kills every handle
+    /// and lock.
+    fn restart(&mut self, namespace: BTreeMap<PathBuf, Node>, dirs: BTreeSet<PathBuf>) {
         self.files = namespace.clone();
         self.durable_files = namespace;
+        self.dirs = dirs.clone();
+        self.durable_dirs = dirs;
         self.epoch += 1;
         self.locks.clear();
     }
@@ -378,9 +387,24 @@ impl FaultFs {
     pub fn crash(&self, policy: CrashPolicy) {
         let mut state = self.shared.lock();
         let state = &mut *state;
+        let dirs: BTreeSet<PathBuf> = state
+            .durable_dirs
+            .iter()
+            .filter(|d| {
+                d.ancestors()
+                    .skip(1)
+                    .all(|a| a.as_os_str().is_empty() || state.durable_dirs.contains(a))
+            })
+            .cloned()
+            .collect();
+        let mut kept = state.durable_files.clone();
+        kept.retain(|p, _| {
+            p.parent()
+                .is_some_and(|d| d.as_os_str().is_empty() || dirs.contains(d))
+        });
         let rng = &mut state.rng;
-        let survivors = rebuild(&state.durable_files, |f| f.after_power_loss(policy, rng));
-        state.restart(survivors);
+        let survivors = rebuild(&kept, |f| f.after_power_loss(policy, rng));
+        state.restart(survivors, dirs);
     }
 
     /// Process kill (`kill -9`): everything handed to the file system survives and becomes
@@ -388,7 +412,8 @@ impl FaultFs {
     pub fn process_crash(&self) {
         let mut state = self.shared.lock();
         let survivors = rebuild(&state.files, |f| f.data.clone());
-        state.restart(survivors);
+        let dirs = state.dirs.clone();
+        state.restart(survivors, dirs);
     }
 
     /// After `n` more mutating operations succeed, the next one fails with `kind`; with `once`
@@ -576,6 +601,13 @@ impl Fs for FaultFs {
             .collect();
         state.durable_files.retain(|p, _| p.parent() != Some(dir));
         state.durable_files.extend(entries);
+        let subdirs: Vec<PathBuf> = state
+            .dirs
+            .iter()
+            .filter(|d| d.parent() == Some(dir))
+            .cloned()
+            .collect();
+        state.durable_dirs.extend(subdirs);
         state.syncs += 1;
         Ok(())
     }
@@ -782,7 +814,7 @@ impl Drop for FaultLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::{read_file, write_file_atomic};
+    use crate::env::{create_dir_all_durable, read_file, write_file_atomic};
 
     fn p(s: &str) -> &Path {
         Path::new(s)
@@ -791,8 +823,35 @@ mod tests {
     /// A file system with `/db` created and made durable.
     fn fresh(seed: u64) -> Arc<FaultFs> {
         let fs = FaultFs::new(seed);
-        fs.create_dir_all(p("/db")).unwrap();
+        create_dir_all_durable(&*fs, p("/db")).unwrap();
         fs
+    }
+
+    #[test]
+    fn a_new_directory_needs_its_parent_synced_to_survive_power_loss() {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(p("/a/b")).unwrap();
+        write_file_atomic(&*fs, p("/a/b/f"), b"synced").unwrap();
+        fs.crash(CrashPolicy::DropUnsynced);
+        // The file and its directory were synced, but /a and /a/b never were in their parents.
+        assert!(!fs.exists(p("/a")) && !fs.exists(p("/a/b/f")));
+
+        // Syncing only / keeps /a but not /a/b (nor the file in it).
+        fs.create_dir_all(p("/a/b")).unwrap();
+        write_file_atomic(&*fs, p("/a/b/f"), b"synced").unwrap();
+        fs.sync_dir(p("/")).unwrap();
+        fs.crash(CrashPolicy::DropUnsynced);
+        assert!(fs.exists(p("/a")) && !fs.exists(p("/a/b")));
+
+        create_dir_all_durable(&*fs, p("/a/b/c")).unwrap();
+        write_file_atomic(&*fs, p("/a/b/c/f"), b"synced").unwrap();
+        fs.crash(CrashPolicy::DropUnsynced);
+        assert_eq!(read_file(&*fs, p("/a/b/c/f")).unwrap(), b"synced");
+
+        // A process crash keeps every directory, synced or not.
+        fs.create_dir_all(p("/x/y")).unwrap();
+        fs.process_crash();
+        assert!(fs.exists(p("/x/y")));
     }
 
     /// Creates `path` holding `synced` (synced, entry dir-synced) then `unsynced` (not synced).
@@ -1062,6 +1121,7 @@ mod tests {
     fn op_count_counts_mutating_attempts() {
         let fs = fresh(1);
         let before = fs.op_count();
+        let syncs_before = fs.sync_count();
         let mut f = fs.create(p("/db/a")).unwrap();
         f.append(b"x").unwrap();
         f.sync().unwrap();
@@ -1071,7 +1131,7 @@ mod tests {
         assert!(fs.remove_file(p("/db/b")).is_err());
         fs.exists(p("/db/b"));
         assert_eq!(fs.op_count() - before, 7);
-        assert_eq!(fs.sync_count(), 2);
+        assert_eq!(fs.sync_count() - syncs_before, 2);
     }
 
     #[test]

@@ -147,6 +147,25 @@ pub fn read_file(fs: &dyn Fs, path: &Path) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Creates `dir` and its missing parents, and makes each new directory's entry durable by
+/// syncing its parent, top-down: a directory created but not yet in its parent's durable entries
+/// vanishes at a power loss with everything inside it, synced files included.
+pub fn create_dir_all_durable(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !fs.exists(a))
+        .collect();
+    fs.create_dir_all(dir)?;
+    for new in missing.iter().rev() {
+        let parent = match new.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        fs.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 /// Writes `data` to `path` atomically and durably: a temporary file is written and synced,
 /// renamed over `path`, and the directory is synced.
 pub fn write_file_atomic(fs: &dyn Fs, path: &Path, data: &[u8]) -> Result<()> {

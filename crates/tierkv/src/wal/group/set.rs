@@ -161,7 +161,7 @@ mod tests {
     }
 
     fn set(fs: &Arc<FaultFs>) -> WalSet {
-        fs.create_dir_all(Path::new("/db")).unwrap();
+        crate::env::create_dir_all_durable(&**fs, Path::new("/db")).unwrap();
         let first = wal(fs, 1);
         fs.sync_dir(Path::new("/db")).unwrap();
         WalSet::new(

@@ -313,7 +313,7 @@ impl ParallelWal {
         if let Some(e) = &tracker.failed {
             // NB: the log failed after this write passed `make_room`; it must not be logged
             // after writes that were failed.
-            return Err(Error::Closed(format!("the WAL write failed: {e}")));
+            return Err(Error::stopped(e));
         }
         mem.begin_write();
         tracker.units.push_back(Unit {
@@ -465,9 +465,9 @@ impl ParallelWal {
     /// fail everything not yet published.
     fn fail_log(&self, host: &dyn WalHost, e: &Error) {
         host.fail(e);
-        let closed = Error::Closed(format!("the WAL write failed: {e}"));
+        let stopped = Error::stopped(e);
         for c in self.fail_all(e) {
-            c.complete(Err(closed.duplicate()));
+            c.complete(Err(stopped.duplicate()));
         }
     }
 
