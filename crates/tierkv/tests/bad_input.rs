@@ -669,12 +669,12 @@ fn the_batch_limit_is_the_same_in_every_wal_mode() {
         // One put whose encoding is `bytes` long (the value's length varint takes 3 bytes).
         let value_for = |bytes: usize| {
             let mut empty = WriteBatch::new();
-            empty.put(b"k", &[]);
+            empty.put(b"k", []);
             vec![5u8; bytes - (empty.encoded_len() + 2)]
         };
         let batch_of = |bytes: usize| {
             let mut b = WriteBatch::new();
-            b.put(b"k", &value_for(bytes));
+            b.put(b"k", value_for(bytes));
             assert_eq!(b.encoded_len(), bytes);
             b
         };
