@@ -14,6 +14,10 @@
 //! killed right after it starts opening the database, i.e. during its recovery of the previous
 //! round's crash, and only the round after that is checked.
 //!
+//! The whole test runs once per WAL variant (group commit; the parallel WAL through io_uring
+//! where this machine has it; the parallel WAL through `pwritev2`), and the child reports the
+//! I/O path its WAL took, which the parent checks, so a variant cannot silently test another.
+//!
 //! `TIERKV_KILL_SEED` replays a particular sequence of writes.
 
 mod common;
@@ -27,11 +31,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tierkv::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use tierkv::{Db, Options, ReadOptions, WalMode, WriteBatch, WriteOptions};
 
 const ENV_DIR: &str = "TIERKV_KILL_CHILD_DIR";
 const ENV_SEED: &str = "TIERKV_KILL_CHILD_SEED";
 const ENV_ROUND: &str = "TIERKV_KILL_CHILD_ROUND";
+const ENV_VARIANT: &str = "TIERKV_KILL_CHILD_VARIANT";
 const DEFAULT_SEED: u64 = 0x6b11_1000_0000_0001;
 const KEYS: u32 = 200;
 const MAX_VALUE_LEN: usize = 1500;
@@ -57,12 +62,62 @@ enum RoundKind {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn options(dir: &Path) -> Options {
+/// A WAL configuration the test runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Variant {
+    name: &'static str,
+    mode: WalMode,
+    io_uring: bool,
+}
+
+const VARIANTS: [Variant; 3] = [
+    Variant {
+        name: "group",
+        mode: WalMode::Group,
+        io_uring: false,
+    },
+    Variant {
+        name: "parallel-uring",
+        mode: WalMode::Parallel,
+        io_uring: true,
+    },
+    Variant {
+        name: "parallel-pwrite",
+        mode: WalMode::Parallel,
+        io_uring: false,
+    },
+];
+
+impl Variant {
+    fn named(name: &str) -> Variant {
+        *VARIANTS
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("no kill-test variant {name:?}"))
+    }
+}
+
+fn options(dir: &Path, variant: Variant) -> Options {
     tiny()
         .tiers_in(dir)
         .level_size_multiplier(4)
+        .wal(variant.mode)
+        .wal_io_uring(variant.io_uring)
         .build()
         .expect("valid options")
+}
+
+/// The WAL I/O path (`Stats::wal_io_path`) `variant` takes on this machine, in `dir`'s file
+/// system: found by opening a database there, as the child does.
+fn expected_io_path(dir: &Path, variant: Variant) -> String {
+    let probe = dir.join(format!("probe-{}", variant.name));
+    let db = Db::open(options(&probe, variant)).expect("probe open");
+    db.put(&WriteOptions::sync(), b"probe", b"probe")
+        .expect("probe write");
+    let path = db.stats().wal_io_path;
+    drop(db);
+    let _ = std::fs::remove_dir_all(&probe);
+    path
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,6 +228,7 @@ fn child_writer() {
         text.parse().expect("child: a number")
     };
     let (seed, round) = (number(ENV_SEED), number(ENV_ROUND) as u32);
+    let variant = Variant::named(&std::env::var(ENV_VARIANT).expect("child: variant"));
     let mut out = std::io::stdout().lock();
     let mut say = |line: String| {
         writeln!(out, "{line}")
@@ -182,7 +238,7 @@ fn child_writer() {
     // libtest has printed "test child_writer ... " without a newline: start a fresh line.
     say(String::new());
     say("OPENING".into());
-    let db = Db::open(options(Path::new(&dir))).expect("child: open");
+    let db = Db::open(options(Path::new(&dir), variant)).expect("child: open");
     say("OPENED".into());
     let mut plan = Plan::new(seed, round);
     // A safety net: the parent kills the child long before this.
@@ -195,6 +251,10 @@ fn child_writer() {
             .unwrap_or_else(|e| panic!("child: write {index}: {e}"));
         // Acknowledged: only now may the parent count on it.
         say(format!("ACK {index}"));
+        if index == 0 {
+            // Known once a logger has written (the parallel WAL's loggers start with it).
+            say(format!("IOPATH {}", db.stats().wal_io_path));
+        }
     }
 }
 
@@ -208,16 +268,19 @@ struct ChildReport {
     opened: bool,
     /// Writes acknowledged: `0..acked`.
     acked: u64,
+    /// The WAL's I/O path, as the child's stats said after its open.
+    io_path: Option<String>,
 }
 
 #[derive(Debug)]
 enum Event {
     Opening,
     Opened,
+    IoPath(String),
     Ack(u64),
 }
 
-fn spawn_child(dir: &Path, seed: u64, round: u32) -> Child {
+fn spawn_child(dir: &Path, variant: Variant, seed: u64, round: u32) -> Child {
     let exe = std::env::current_exe().expect("current_exe");
     Command::new(exe)
         .args(["--exact", "child_writer", "--nocapture", "--ignored"])
@@ -225,6 +288,7 @@ fn spawn_child(dir: &Path, seed: u64, round: u32) -> Child {
         .env(ENV_DIR, dir)
         .env(ENV_SEED, seed.to_string())
         .env(ENV_ROUND, round.to_string())
+        .env(ENV_VARIANT, variant.name)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -240,9 +304,10 @@ fn read_events(stdout: impl Read + Send + 'static, tx: mpsc::Sender<Event>) {
             let event = match line.as_str() {
                 "OPENING" => Event::Opening,
                 "OPENED" => Event::Opened,
-                l => match l.strip_prefix("ACK ") {
-                    Some(n) => Event::Ack(n.parse().expect("ACK <number>")),
-                    None => continue,
+                l => match (l.strip_prefix("ACK "), l.strip_prefix("IOPATH ")) {
+                    (Some(n), _) => Event::Ack(n.parse().expect("ACK <number>")),
+                    (_, Some(path)) => Event::IoPath(path.to_string()),
+                    _ => continue,
                 },
             };
             if tx.send(event).is_err() {
@@ -274,8 +339,8 @@ struct Running {
 }
 
 impl Running {
-    fn start(dir: &Path, seed: u64, round: u32) -> Running {
-        let mut child = spawn_child(dir, seed, round);
+    fn start(dir: &Path, variant: Variant, seed: u64, round: u32) -> Running {
+        let mut child = spawn_child(dir, variant, seed, round);
         let (tx, events) = mpsc::channel();
         read_events(child.stdout.take().expect("stdout"), tx);
         let mut err = child.stderr.take().expect("stderr");
@@ -344,6 +409,7 @@ impl ChildReport {
         match event {
             Event::Opening => {}
             Event::Opened => self.opened = true,
+            Event::IoPath(path) => self.io_path = Some(path.clone()),
             Event::Ack(n) => {
                 assert_eq!(*n, self.acked, "the child acknowledged writes out of order");
                 self.acked += 1;
@@ -355,12 +421,13 @@ impl ChildReport {
 /// Runs one child and kills it at a random moment; returns what it acknowledged.
 fn run_round(
     dir: &Path,
+    variant: Variant,
     seed: u64,
     round: u32,
     kind: RoundKind,
     rng: &mut SmallRng,
 ) -> ChildReport {
-    let mut running = Running::start(dir, seed, round);
+    let mut running = Running::start(dir, variant, seed, round);
     // The delay counts from the end of the open, or from its start when the kill is to land
     // in the middle of recovery.
     let (marker, delay) = match kind {
@@ -456,8 +523,14 @@ fn differences(want: &Model, got: &Model, limit: usize) -> Vec<String> {
 }
 
 /// Opens the database (running recovery) and requires it to equal one of the candidates.
-fn verify(dir: &Path, candidates: Candidates, seed: u64, after_round: u32) -> Candidates {
-    let db = Db::open(options(dir))
+fn verify(
+    dir: &Path,
+    variant: Variant,
+    candidates: Candidates,
+    seed: u64,
+    after_round: u32,
+) -> Candidates {
+    let db = Db::open(options(dir, variant))
         .unwrap_or_else(|e| panic!("after round {after_round}: recovery failed: {e}"));
     let got = read_all(&db);
     for (k, v) in &got {
@@ -493,31 +566,63 @@ fn verify(dir: &Path, candidates: Candidates, seed: u64, after_round: u32) -> Ca
 }
 
 #[test]
-fn acknowledged_writes_survive_sigkill() {
+fn acknowledged_writes_survive_sigkill_group() {
+    survives_sigkill(Variant::named("group"));
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_parallel_uring() {
+    survives_sigkill(Variant::named("parallel-uring"));
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_parallel_pwrite() {
+    survives_sigkill(Variant::named("parallel-pwrite"));
+}
+
+/// The rounds of kills and checks for one WAL variant.
+fn survives_sigkill(variant: Variant) {
     let seed = std::env::var("TIERKV_KILL_SEED")
         .ok()
         .map_or(DEFAULT_SEED, |s| {
             s.parse().expect("TIERKV_KILL_SEED is a number")
         });
-    println!("TIERKV_KILL_SEED={seed}");
+    println!("TIERKV_KILL_SEED={seed} ({})", variant.name);
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir: PathBuf = tmp.path().join("db");
+    let io_path = expected_io_path(tmp.path(), variant);
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut candidates: Candidates = vec![(Model::new(), "empty".into())];
     let mut killed_during_recovery = 0;
     for (round, &kind) in ROUNDS.iter().enumerate() {
         let round = round as u32;
-        let report = run_round(&dir, seed, round, kind, &mut rng);
+        let report = run_round(&dir, variant, seed, round, kind, &mut rng);
         if kind == RoundKind::KillDuringOpen && !report.opened {
             killed_during_recovery += 1;
+        }
+        if let Some(path) = &report.io_path {
+            assert_eq!(
+                path, &io_path,
+                "{}: round {round}'s WAL took another I/O path",
+                variant.name
+            );
         }
         candidates = extend(candidates, seed, round, &report);
         // Leave the crashed state for the next child to recover when it is to be killed
         // while recovering; check it otherwise.
         let next_kills_open = ROUNDS.get(round as usize + 1) == Some(&RoundKind::KillDuringOpen);
         if !next_kills_open {
-            candidates = verify(&dir, candidates, seed, round);
+            candidates = verify(&dir, variant, candidates, seed, round);
         }
     }
-    println!("{killed_during_recovery} children were killed before their open finished");
+    match variant.mode {
+        WalMode::Group => assert_eq!(io_path, "group"),
+        _ if variant.io_uring => assert!(io_path == "io_uring" || io_path == "pwrite", "{io_path}"),
+        _ => assert_eq!(io_path, "pwrite"),
+    }
+    println!(
+        "{}: WAL I/O path {io_path}; {killed_during_recovery} children were killed before \
+         their open finished",
+        variant.name
+    );
 }

@@ -599,7 +599,7 @@ fn tear_last_sector_keeps_a_preallocated_file_whole() {
     use tierkv::env::Fs;
     for seed in 0..16 {
         let fs = FaultFs::new(seed);
-        fs.create_dir_all(Path::new("/d")).unwrap();
+        tierkv::env::create_dir_all_durable(&*fs, Path::new("/d")).unwrap();
         let area = fs.open_positional(Path::new("/d/area"), 64 << 10).unwrap();
         fs.sync_dir(Path::new("/d")).unwrap();
         area.write_at(8192, &[7u8; 4096], false).unwrap();

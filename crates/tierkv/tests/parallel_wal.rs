@@ -1427,11 +1427,12 @@ fn image(fs: &TestFs, dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
 
 fn restore(files: &[(PathBuf, Vec<u8>)], seed: u64) -> Arc<TestFs> {
     let fs = TestFs::new(seed);
+    // Restored as a power loss would have kept them: directories durable too.
     for dir in [FAST, CAPACITY] {
-        fs.create_dir_all(Path::new(dir)).unwrap();
+        tierkv::env::create_dir_all_durable(&*fs, Path::new(dir)).unwrap();
     }
     for (path, bytes) in files {
-        fs.create_dir_all(path.parent().unwrap()).unwrap();
+        tierkv::env::create_dir_all_durable(&*fs, path.parent().unwrap()).unwrap();
         fs.write_raw(path, bytes);
     }
     fs

@@ -119,7 +119,7 @@ impl FsImage {
     pub fn materialize(&self, seed: u64) -> Arc<FaultFs> {
         let fs = FaultFs::new(seed);
         for dir in &self.dirs {
-            fs.create_dir_all(dir).expect("mkdir");
+            tierkv::env::create_dir_all_durable(&*fs, dir).expect("mkdir");
         }
         for (path, bytes) in &self.files {
             fs.write_raw(path, bytes);
