@@ -348,6 +348,9 @@ impl PositionalFile for ModelledFile {
     fn size(&self) -> u64 {
         self.inner.size()
     }
+    fn emulates_ring(&self) -> bool {
+        self.inner.emulates_ring()
+    }
     fn path(&self) -> &Path {
         self.inner.path()
     }
@@ -422,6 +425,9 @@ struct Spec {
     vary_layout: bool,
     /// `wal_loggers` and `wal_inflight`.
     loggers: (usize, usize),
+    /// Durable runs go through FaultFs's emulated submission ring (several in flight,
+    /// carried out in a random order), the path io_uring takes on a real device.
+    ring: bool,
 }
 
 const BASE: Spec = Spec {
@@ -437,6 +443,7 @@ const BASE: Spec = Spec {
     cycles: 1,
     vary_layout: false,
     loggers: (3, 4),
+    ring: false,
 };
 
 /// One write of a thread, indexed by its counter (counters are never reused, across cycles
@@ -928,6 +935,7 @@ fn crash_case(
     reopen_mode: WalMode,
 ) -> std::result::Result<(Arc<TestFs>, History, Model), String> {
     let fs = TestFs::new(seed);
+    fs.emulate_ring(spec.ring);
     // Layout of cycle `i`: (group bytes, max immutable memtables, so groups = that + 2).
     let layout = |i: usize| match (spec.vary_layout, i % 3) {
         (false, _) => (spec.group_bytes, 2),
@@ -959,6 +967,7 @@ fn crash_case(
         if io_path == "group" {
             return Err(format!("wal = parallel runs the {io_path:?} WAL"));
         }
+
         let acked_before = history.acked();
         let cycle_seed = seed ^ ((cycle as u64) << 48);
         let wal_pages = run_until_crash(
@@ -969,6 +978,12 @@ fn crash_case(
             &mut history,
             thresholds,
         );
+        // Known once a logger has written.
+        let io_path = db.stats().wal_io_path;
+        let want = if spec.ring { "emulated-ring" } else { "pwrite" };
+        if io_path != want {
+            return Err(format!("the WAL took the {io_path:?} path, not {want:?}"));
+        }
         drop_within(db, spec.name);
         fs.clear_faults();
         if history.acked() == acked_before {
@@ -1045,6 +1060,42 @@ fn crash_with_sync_writes_in_flight() {
             ..BASE
         },
         seeds(0, 12),
+        &crashes,
+    );
+}
+
+/// As above, with the durable runs on the emulated ring: up to four runs per logger in flight,
+/// carried out and completed out of order, some done and some not when the power fails.
+#[test]
+fn crash_with_sync_writes_in_flight_on_the_ring() {
+    let mut crashes = POLICIES.map(Crash::Power).to_vec();
+    crashes.push(Crash::Process);
+    sweep(
+        Spec {
+            name: "sync-puts-ring",
+            ring: true,
+            ..BASE
+        },
+        seeds(500, 12),
+        &crashes,
+    );
+}
+
+/// The asynchronous API on the emulated ring, half the writes `Sync`.
+#[test]
+fn crash_with_async_writes_in_flight_on_the_ring() {
+    let mut crashes = POLICIES.map(Crash::Power).to_vec();
+    crashes.push(Crash::Process);
+    sweep(
+        Spec {
+            name: "async-puts-ring",
+            api: Api::Async(8),
+            loggers: (4, 8),
+            sync_fraction: 0.5,
+            ring: true,
+            ..BASE
+        },
+        seeds(1500, 12),
         &crashes,
     );
 }

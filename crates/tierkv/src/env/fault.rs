@@ -244,6 +244,8 @@ struct State {
     ops: u64,
     syncs: u64,
     write_backs: u64,
+    /// Positional files ask for the emulated submission ring (see [`FaultFs::emulate_ring`]).
+    emulate_ring: bool,
     rng: SmallRng,
 }
 
@@ -262,6 +264,7 @@ impl State {
             ops: 0,
             syncs: 0,
             write_backs: 0,
+            emulate_ring: false,
             rng: SmallRng::seed_from_u64(seed),
         }
     }
@@ -414,6 +417,14 @@ impl FaultFs {
         let survivors = rebuild(&state.files, |f| f.data.clone());
         let dirs = state.dirs.clone();
         state.restart(survivors, dirs);
+    }
+
+    /// With `on`, the parallel WAL writes this file system's positional files through an
+    /// emulated submission ring (several durable writes in flight, carried out in a random
+    /// order), the path it takes through io_uring on a real device, instead of one `pwrite`
+    /// at a time.
+    pub fn emulate_ring(&self, on: bool) {
+        self.shared.lock().emulate_ring = on;
     }
 
     /// After `n` more mutating operations succeed, the next one fails with `kind`; with `once`
@@ -717,6 +728,10 @@ struct FaultPositional {
 }
 
 impl PositionalFile for FaultPositional {
+    fn emulates_ring(&self) -> bool {
+        self.handle.live_state("stat").is_ok_and(|s| s.emulate_ring)
+    }
+
     fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()> {
         let h = &self.handle;
         let mut state = h.live_state("pwrite")?;

@@ -88,6 +88,12 @@ pub trait PositionalFile: Send + Sync {
     fn direct_fd(&self) -> Option<std::os::unix::io::RawFd> {
         None
     }
+    /// True when the parallel WAL should write this file through an emulated submission ring
+    /// (`wal::uring`): the fault-injecting file system, when asked to, so that crash tests cover
+    /// the asynchronous path. False by default.
+    fn emulates_ring(&self) -> bool {
+        false
+    }
     /// The path, for error messages.
     fn path(&self) -> &Path;
 }

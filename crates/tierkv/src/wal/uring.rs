@@ -3,6 +3,12 @@
 //! `pwritev2` where io_uring or `O_DIRECT` is unavailable (an old kernel, a seccomp filter,
 //! tmpfs, the test file system). Runs that need not be durable go to the page cache.
 //!
+//! On the fault-injecting file system ([`PositionalFile::emulates_ring`]) durable runs go to an
+//! *emulated* ring instead: submissions queue, and each wait carries out a random number (at
+//! least one) of them in a random order. Crash sweeps so cover what the kernel ring exposes the
+//! logger to (several runs in flight, completions out of order, a crash with some of them done
+//! and others not) on a file system that can lose power.
+//!
 //! A ring that fails (an error other than `EINTR` from submit or wait, or a submission queue
 //! that stays full) is broken for good: every write in flight on it completes with the ring's
 //! error, so the logger fails those writes and poisons the log, and the ring is not used
@@ -13,6 +19,8 @@ use crate::env::AlignedBuf;
 use crate::env::PositionalFile;
 use crate::error::{Error, Result};
 use io_uring::{opcode, types, IoUring};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -23,6 +31,30 @@ pub enum IoPath {
     Uring,
     /// `pwritev2` (`RWF_DSYNC` when durable) from the logger thread, one at a time.
     Pwrite,
+    /// The emulated ring of the fault-injecting file system (see the module doc).
+    EmulatedRing,
+}
+
+/// Where durable runs are submitted.
+enum Ring {
+    /// The kernel's io_uring and the `O_DIRECT` descriptor written through it.
+    Kernel(IoUring, i32),
+    Emulated(EmulatedRing),
+}
+
+/// Submitted durable writes not yet carried out, and the choice of which to carry out next.
+struct EmulatedRing {
+    queued: Vec<Queued>,
+    rng: SmallRng,
+}
+
+/// One write queued on the emulated ring; `submit`'s caller keeps the buffer alive until its
+/// completion is collected, as with the kernel ring.
+struct Queued {
+    token: u64,
+    offset: u64,
+    ptr: *const u8,
+    len: usize,
 }
 
 /// Tries at a full submission queue before the ring counts as broken.
@@ -31,7 +63,7 @@ const FULL_QUEUE_TRIES: usize = 1000;
 /// One logger's write channel.
 pub struct LogIo {
     file: Arc<dyn PositionalFile>,
-    ring: Option<(IoUring, i32)>,
+    ring: Option<Ring>,
     /// Tokens of the writes in flight on the ring.
     on_ring: Vec<u64>,
     /// Completions not yet collected (synchronous writes, writes failed with the ring).
@@ -48,9 +80,13 @@ impl LogIo {
     /// has an `O_DIRECT` descriptor and the kernel sets up a ring.
     pub fn new(file: Arc<dyn PositionalFile>, use_uring: bool, depth: usize) -> Self {
         let ring = match (use_uring, file.direct_fd()) {
+            (true, _) if file.emulates_ring() => Some(Ring::Emulated(EmulatedRing {
+                queued: Vec::new(),
+                rng: SmallRng::seed_from_u64(depth as u64),
+            })),
             (true, Some(fd)) => IoUring::new(depth.next_power_of_two() as u32)
                 .ok()
-                .map(|r| (r, fd)),
+                .map(|r| Ring::Kernel(r, fd)),
             _ => None,
         };
         LogIo {
@@ -86,10 +122,10 @@ impl LogIo {
 
     /// The path in use.
     pub fn path(&self) -> IoPath {
-        if self.ring.is_some() {
-            IoPath::Uring
-        } else {
-            IoPath::Pwrite
+        match self.ring {
+            Some(Ring::Kernel(..)) => IoPath::Uring,
+            Some(Ring::Emulated(_)) => IoPath::EmulatedRing,
+            None => IoPath::Pwrite,
         }
     }
 
@@ -107,10 +143,23 @@ impl LogIo {
         // NB: a run that need not be durable goes to the page cache at once: far cheaper than
         // a device write, and a later synced run covers it (see `db::pipeline`).
         let ring = self.ring.as_mut().filter(|_| durable);
-        let Some((ring, fd)) = ring else {
-            let result = self.file.write_at(offset, buf.as_slice(), durable);
-            self.ready.push_back((token, result.map(|()| buf.len())));
-            return;
+        let (ring, fd) = match ring {
+            Some(Ring::Kernel(ring, fd)) => (ring, fd),
+            Some(Ring::Emulated(em)) => {
+                em.queued.push(Queued {
+                    token,
+                    offset,
+                    ptr: buf.as_slice().as_ptr(),
+                    len: buf.len(),
+                });
+                self.on_ring.push(token);
+                return;
+            }
+            None => {
+                let result = self.file.write_at(offset, buf.as_slice(), durable);
+                self.ready.push_back((token, result.map(|()| buf.len())));
+                return;
+            }
         };
         let entry = opcode::Write::new(types::Fd(*fd), buf.as_slice().as_ptr(), buf.len() as u32)
             .offset(offset)
@@ -145,13 +194,14 @@ impl LogIo {
     /// Collects finished writes with the bytes each wrote, waiting for at least one when
     /// `wait` and any is in flight.
     pub fn complete(&mut self, wait: bool) -> Vec<(u64, Result<usize>)> {
+        self.run_emulated(wait);
         if wait && self.ready.is_empty() && !self.on_ring.is_empty() {
             if let Err(e) = self.wait_one() {
                 self.break_ring("io_uring wait", e);
             }
         }
         let mut out: Vec<(u64, Result<usize>)> = self.ready.drain(..).collect();
-        let Some((ring, _)) = self.ring.as_mut() else {
+        let Some(Ring::Kernel(ring, _)) = self.ring.as_mut() else {
             return out;
         };
         for cqe in ring.completion() {
@@ -172,13 +222,42 @@ impl LogIo {
         out
     }
 
+    /// Carries out some of the emulated ring's queued writes, in a random order: at least one
+    /// when `wait` and nothing is ready yet.
+    fn run_emulated(&mut self, wait: bool) {
+        let LogIo {
+            ring,
+            file,
+            on_ring,
+            ready,
+            ..
+        } = self;
+        let Some(Ring::Emulated(em)) = ring else {
+            return;
+        };
+        if em.queued.is_empty() {
+            return;
+        }
+        let least = usize::from(wait && ready.is_empty());
+        let n = em.rng.gen_range(least..=em.queued.len());
+        for _ in 0..n {
+            let q = em.queued.swap_remove(em.rng.gen_range(0..em.queued.len()));
+            // SAFETY: `submit`'s caller keeps the buffer alive until this completion is
+            // collected.
+            let data = unsafe { std::slice::from_raw_parts(q.ptr, q.len) };
+            let result = file.write_at(q.offset, data, true).map(|()| q.len);
+            on_ring.retain(|&t| t != q.token);
+            ready.push_back((q.token, result));
+        }
+    }
+
     /// Waits for at least one completion on the ring, retrying interrupted waits.
     fn wait_one(&mut self) -> std::io::Result<()> {
         #[cfg(test)]
         if let Some(e) = self.fail_next_wait.take() {
             return Err(e);
         }
-        let Some((ring, _)) = self.ring.as_mut() else {
+        let Some(Ring::Kernel(ring, _)) = self.ring.as_mut() else {
             return Ok(());
         };
         loop {

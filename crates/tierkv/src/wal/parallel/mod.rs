@@ -542,6 +542,7 @@ impl ParallelWal {
         let code = match io.path() {
             IoPath::Uring => 1,
             IoPath::Pwrite => 2,
+            IoPath::EmulatedRing => 3,
         };
         let _ = self
             .io_path
@@ -680,6 +681,7 @@ impl Wal for ParallelWal {
         match self.io_path.load(Ordering::Relaxed) {
             1 => "io_uring",
             2 => "pwrite",
+            3 => "emulated-ring",
             _ => "unknown",
         }
     }
