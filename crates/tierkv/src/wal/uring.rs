@@ -38,7 +38,7 @@ pub enum IoPath {
 /// Where durable runs are submitted.
 enum Ring {
     /// The kernel's io_uring and the `O_DIRECT` descriptor written through it.
-    Kernel(IoUring, i32),
+    Kernel(Box<IoUring>, i32),
     Emulated(EmulatedRing),
 }
 
@@ -86,7 +86,7 @@ impl LogIo {
             })),
             (true, Some(fd)) => IoUring::new(depth.next_power_of_two() as u32)
                 .ok()
-                .map(|r| Ring::Kernel(r, fd)),
+                .map(|r| Ring::Kernel(Box::new(r), fd)),
             _ => None,
         };
         LogIo {
