@@ -405,6 +405,7 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         .map(|((t, start), peak)| TierMeasure {
             name: t.name.clone(),
             bytes_used: space::file_bytes(&t.dir),
+            table_bytes: space::table_bytes(&t.dir),
             peak_bytes_allocated: peak,
             device: device_of(&t.name)
                 .and_then(|d| report::device_bytes(&d))
@@ -412,6 +413,16 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
                 .map(|(end, start)| (end.0 - start.0, end.1 - start.1)),
         })
         .collect();
+    let (_, profile) = engine::parse_spec(engine_spec)?;
+    let table_bytes: Vec<u64> = tiers.iter().map(|t| t.table_bytes).collect();
+    let placement_check =
+        space::placement_check(profile.levels_on_fast, profile.auto, &table_bytes);
+    if let Some(check) = placement_check
+        .as_ref()
+        .filter(|c| c.starts_with("VIOLATED"))
+    {
+        eprintln!("tierkv-bench: {engine_spec}: placement check {check}");
+    }
     let record = RunRecord {
         engine: engine_spec,
         workload: spec.workload.to_string(),
@@ -419,6 +430,7 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         inflight: spec.inflight,
         inflight_requested: args.inflight,
         inflight_note: inflight_note.as_deref(),
+        placement_check,
         multiget: spec.multiget,
         warmup_ops: args.warmup,
         sync: args.sync,

@@ -56,6 +56,8 @@ pub struct TierMeasure {
     pub peak_bytes_allocated: u64,
     /// Device counters during load+run, when a device was named for the tier.
     pub device: Option<(u64, u64)>,
+    /// Bytes of table files in the tier directory after the run (`space::table_bytes`).
+    pub table_bytes: u64,
 }
 
 /// Everything known about one engine's run.
@@ -72,6 +74,8 @@ pub struct RunRecord<'a> {
     pub inflight_requested: usize,
     /// Why `inflight` differs from `inflight_requested`.
     pub inflight_note: Option<&'a str>,
+    /// The profile's placement promise checked against the directories (`space::placement_check`).
+    pub placement_check: Option<String>,
     /// Most point reads per multi-get (1 = one get per read).
     pub multiget: usize,
     /// Unmeasured operations run between the load and the run phase.
@@ -132,6 +136,7 @@ impl RunRecord<'_> {
                 "bytes_written": c.bytes_written,
                 "bytes_read": c.bytes_read,
                 "bytes_used": m.bytes_used,
+                "table_bytes": m.table_bytes,
                 "peak_bytes_allocated": m.peak_bytes_allocated,
             });
             if let Some((read, written)) = m.device {
@@ -149,6 +154,7 @@ impl RunRecord<'_> {
             "inflight": self.inflight,
             "inflight_requested": self.inflight_requested,
             "inflight_note": self.inflight_note,
+            "placement_check": self.placement_check,
             "multiget": self.multiget,
             "multiget_batches": self.run.multiget_batches,
             "multiget_keys_per_batch": self.run.keys_per_multiget(),
@@ -264,6 +270,15 @@ impl RunRecord<'_> {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         println!("  reads served: {}", served.join(", "));
+        let tables: Vec<String> = self
+            .tiers
+            .iter()
+            .map(|m| format!("{} {}", m.name, mib(m.table_bytes)))
+            .collect();
+        println!("  tables found on disk: {}", tables.join(", "));
+        if let Some(check) = &self.placement_check {
+            println!("  placement check: {check}");
+        }
         if self.run.reads > 0 {
             println!("  reads found: {} of {}", self.run.found, self.run.reads);
         }

@@ -60,6 +60,14 @@ pub fn file_bytes(dir: &Path) -> u64 {
     sum_files(dir, &|m| m.len())
 }
 
+/// Bytes of the table files (`*.sst`, both engines' name) under `dir`: where an engine's tables
+/// really are, read from the directories rather than from the engine's own counters.
+pub fn table_bytes(dir: &Path) -> u64 {
+    sum_matching(dir, &|p| p.extension().is_some_and(|e| e == "sst"), &|m| {
+        m.len()
+    })
+}
+
 /// Bytes the file system allocated to the files under `dir`.
 pub fn allocated_bytes(dir: &Path) -> u64 {
     sum_files(dir, &|m| m.blocks() * 512)
@@ -68,22 +76,65 @@ pub fn allocated_bytes(dir: &Path) -> u64 {
 /// Sums `size` over the files under `dir`, recursively; files that vanish while it is walked
 /// count as nothing.
 fn sum_files(dir: &Path, size: &dyn Fn(&std::fs::Metadata) -> u64) -> u64 {
+    sum_matching(dir, &|_| true, size)
+}
+
+/// Sums `size` over the files under `dir` whose path `keep` accepts, recursively.
+fn sum_matching(
+    dir: &Path,
+    keep: &dyn Fn(&Path) -> bool,
+    size: &dyn Fn(&std::fs::Metadata) -> u64,
+) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     entries
         .flatten()
         .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => sum_files(&e.path(), size),
-            Ok(m) => size(&m),
-            Err(_) => 0,
+            Ok(m) if m.is_dir() => sum_matching(&e.path(), keep, size),
+            Ok(m) if keep(&e.path()) => size(&m),
+            _ => 0,
         })
         .sum()
+}
+
+/// What the profile promises about the fast tier, checked against the tables found there
+/// after the run: PL (`levels_on_fast = 0`, fixed) keeps every table off it. `None` when the
+/// profile promises nothing checkable this way (LAD-n's split is by level, `auto` moves tables).
+pub fn placement_check(levels_on_fast: usize, auto: bool, table_bytes: &[u64]) -> Option<String> {
+    if auto || levels_on_fast > 0 || table_bytes.len() < 2 {
+        return None;
+    }
+    Some(match table_bytes[0] {
+        0 => "ok: no table on the fast tier (PL)".to_string(),
+        n => format!(
+            "VIOLATED: {:.1} MiB of tables on the fast tier under PL",
+            n as f64 / (1 << 20) as f64
+        ),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_placement_check_reads_tables_on_the_fast_tier() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sst")).unwrap();
+        std::fs::write(dir.path().join("sst/000012.sst"), vec![1u8; 3000]).unwrap();
+        std::fs::write(dir.path().join("000013.log"), vec![1u8; 5000]).unwrap();
+        let tables = table_bytes(dir.path());
+        assert_eq!(tables, 3000);
+        assert!(placement_check(0, false, &[tables, 9])
+            .unwrap()
+            .starts_with("VIOLATED"));
+        assert!(placement_check(0, false, &[0, 9])
+            .unwrap()
+            .starts_with("ok"));
+        assert_eq!(placement_check(2, false, &[tables, 9]), None);
+        assert_eq!(placement_check(0, true, &[tables, 9]), None);
+    }
 
     #[test]
     fn peak_outlives_the_files_that_made_it() {
