@@ -21,8 +21,11 @@ use tierkv::inspect::{
 };
 use tierkv::{BatchOp, Error, Options, RecoveryMode, WriteBatch};
 
+/// A driver: takes one fuzz input, panics on a finding.
+pub type Driver = fn(&[u8]);
+
 /// Every target, by name: the names of `fuzz_targets/*.rs` and of the regression folders.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Driver)] = &[
     ("wal_log", wal_log),
     ("wal_area", wal_area),
     ("sst_block", sst_block),
