@@ -163,6 +163,21 @@ pub fn compress(raw: &[u8], c: Compression) -> Option<Vec<u8>> {
     (out.len() <= raw.len() - raw.len() / 8).then_some(out)
 }
 
+/// The most bytes `stored_len` bytes compressed with `c` can decode to. The output buffer is
+/// sized from the block's raw-length prefix before decoding, so a prefix above this bound is
+/// rejected rather than trusted: a few damaged bytes must not allocate megabytes.
+fn max_raw_len(c: Compression, stored_len: usize) -> u64 {
+    let n = stored_len as u64;
+    match c {
+        Compression::None => n,
+        // Each LZ4 length-extension byte adds at most 255 bytes of output; a sequence's token
+        // and offset add at most 19 (15 literals, a match of 4 + 15).
+        Compression::Lz4 => n.saturating_mul(255).saturating_add(64),
+        // A zstd block header (3 bytes) and one byte make an RLE block of up to 128 KiB.
+        Compression::Zstd => (n / 3 + 1).saturating_mul(128 << 10),
+    }
+}
+
 /// Undoes [`compress`]; `Err` says what is wrong with the stored bytes.
 pub fn decompress(stored: &[u8], c: Compression) -> Result<Vec<u8>, String> {
     if c == Compression::None {
@@ -172,11 +187,14 @@ pub fn decompress(stored: &[u8], c: Compression) -> Result<Vec<u8>, String> {
     let raw_len = d
         .varint()
         .ok_or("bad raw-length prefix of a compressed block")?;
-    if raw_len > MAX_COMPRESSED_BLOCK_RAW_LEN as u64 {
-        return Err(format!("compressed block claims {raw_len} raw bytes"));
+    let payload = d.remaining();
+    if raw_len > MAX_COMPRESSED_BLOCK_RAW_LEN as u64 || raw_len > max_raw_len(c, payload.len()) {
+        return Err(format!(
+            "compressed block of {} bytes claims {raw_len} raw bytes",
+            payload.len()
+        ));
     }
     let raw_len = raw_len as usize;
-    let payload = d.remaining();
     let out = match c {
         Compression::None => unreachable!("handled above"),
         Compression::Lz4 => {
@@ -345,6 +363,23 @@ mod tests {
             .collect();
         assert_eq!(compress(&noise, Compression::Lz4), None);
         assert_eq!(compress(&raw, Compression::None), None);
+    }
+
+    #[test]
+    fn raw_length_beyond_what_the_codec_can_produce_is_rejected_before_allocating() {
+        for c in [Compression::Lz4, Compression::Zstd] {
+            let mut stored = Vec::new();
+            put_varint(&mut stored, MAX_COMPRESSED_BLOCK_RAW_LEN as u64);
+            stored.extend_from_slice(&[0x1f, 0, 0, 0]);
+            let err = decompress(&stored, c).unwrap_err();
+            assert!(err.contains("claims"), "{c}: {err}");
+        }
+        // The bound holds for real blocks at the codecs' best ratio (all zeros).
+        let raw = vec![0u8; 1 << 20];
+        for c in [Compression::Lz4, Compression::Zstd] {
+            let stored = compress(&raw, c).expect("compressible");
+            assert_eq!(decompress(&stored, c).unwrap(), raw, "{c}");
+        }
     }
 
     #[test]

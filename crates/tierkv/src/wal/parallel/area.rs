@@ -149,7 +149,13 @@ impl Meta {
             groups,
             group_pages: get_u64(&b[32..40])?,
         };
-        if groups as usize > (PAGE - 40) / 24 {
+        // NB: the page's checksum only says it was written whole; a layout whose size does
+        // not fit in a u64 was never written by the engine, and every offset below it would
+        // overflow.
+        let pages = groups
+            .checked_mul(layout.group_pages)
+            .and_then(|p| p.checked_add(META_PAGES));
+        if groups as usize > (PAGE - 40) / 24 || pages?.checked_mul(PAGE as u64).is_none() {
             return None;
         }
         let slots = (0..groups as usize)
@@ -482,7 +488,11 @@ fn order_history(
         if b.seq != expected {
             break;
         }
-        expected += b.batch.len() as u64;
+        // A batch numbered past the end of the sequence space ends the history like a gap.
+        let Some(next) = expected.checked_add(b.batch.len() as u64) else {
+            break;
+        };
+        expected = next;
         out.push(b);
     }
     // Everything numbered below `expected` was recovered. A page claiming more was durable
@@ -792,6 +802,25 @@ mod tests {
             let mut bad = page.as_slice().to_vec();
             bad[at] ^= 0x10;
             assert_eq!(Meta::decode(&bad), None, "flip at {at}");
+        }
+    }
+
+    #[test]
+    fn meta_with_an_area_past_u64_is_not_a_meta_page() {
+        for group_pages in [u64::MAX, u64::MAX / 2, u64::MAX / PAGE as u64] {
+            let meta = Meta {
+                generation: 1,
+                layout: Layout {
+                    groups: 2,
+                    group_pages,
+                },
+                slots: vec![Slot::default(); 2],
+            };
+            assert_eq!(
+                Meta::decode(meta.encode().as_slice()),
+                None,
+                "{group_pages}"
+            );
         }
     }
 

@@ -1,0 +1,475 @@
+//! One driver per decoder: each takes arbitrary bytes, feeds them (or a structure built from
+//! them) to the decoder through the entry point the engine or `tierkv::inspect` uses, and
+//! panics if the decoder panics, returns an error that is not `Corruption` or
+//! `InvalidArgument`, or accepts bytes that do not survive a round trip.
+//!
+//! Checksums stop a fuzzer cold, so where a format is checksummed the driver usually repairs
+//! the checksums of what it built and lets a control byte leave them as they are: the checks
+//! behind the checksum get fuzzed, and so does the checksum test itself.
+//!
+//! This file is also compiled into `crates/tierkv/tests/fuzz_regressions.rs` (by `#[path]`),
+//! which replays the stored inputs under `crates/tierkv/fuzz/regressions/<target>/` on stable
+//! Rust; it depends only on `tierkv` and `crc32c`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tierkv::env::{FaultFs, Fs};
+use tierkv::inspect::{
+    decode_footer, decode_index, decode_properties, decode_stored_block, decode_version_edit,
+    read_area, read_identity, BlockView, FilterView, LogReader, RecoveredManifest, VersionEdit,
+    BLOCK_TRAILER_LEN,
+};
+use tierkv::{BatchOp, Error, Options, RecoveryMode, WriteBatch};
+
+/// A driver: takes one fuzz input, panics on a finding.
+pub type Driver = fn(&[u8]);
+
+/// Every target, by name: the names of `fuzz_targets/*.rs` and of the regression folders.
+pub const TARGETS: &[(&str, Driver)] = &[
+    ("wal_log", wal_log),
+    ("wal_area", wal_area),
+    ("sst_block", sst_block),
+    ("sst_index", sst_index),
+    ("sst_filter", sst_filter),
+    ("sst_footer", sst_footer),
+    ("sst_properties", sst_properties),
+    ("manifest_edit", manifest_edit),
+    ("write_batch", write_batch),
+    ("tier_current", tier_current),
+    ("options_toml", options_toml),
+];
+
+/// A rejection must say what kind of bad input it was.
+fn typed(e: &Error) {
+    assert!(
+        matches!(e, Error::Corruption { .. } | Error::InvalidArgument(_)),
+        "untyped rejection: {e:?}"
+    );
+}
+
+fn crc(data: &[u8]) -> u32 {
+    crc32c::crc32c(data)
+}
+
+/// Splits off the first byte (0 for empty input).
+fn control(data: &[u8]) -> (u8, &[u8]) {
+    match data.split_first() {
+        Some((&c, rest)) => (c, rest),
+        None => (0, data),
+    }
+}
+
+// --- log records (WAL files and the MANIFEST) ------------------------------------------------
+
+/// Appends one log record (`docs/log-format.md`): header checksum, length, synced-through
+/// watermark, payload checksum, payload.
+fn put_record(dst: &mut Vec<u8>, payload: &[u8], synced_through: u64) {
+    let mut header = Vec::with_capacity(20);
+    header.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    header.extend_from_slice(&synced_through.to_le_bytes());
+    header.extend_from_slice(&crc(payload).to_le_bytes());
+    dst.extend_from_slice(&crc(&header).to_le_bytes());
+    dst.extend_from_slice(&header);
+    dst.extend_from_slice(payload);
+}
+
+/// Builds a log from `data`: each piece is a length byte and that many payload bytes, framed
+/// as a valid record whose watermark is either 0 or the record's own offset (a sync before it).
+fn framed_log(data: &[u8]) -> Vec<u8> {
+    let mut log = Vec::new();
+    let mut rest = data;
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = (n as usize & 0x7f).min(tail.len());
+        let synced = if n & 1 == 1 { log.len() as u64 } else { 0 };
+        put_record(&mut log, &tail[..n], synced);
+        rest = &tail[n..];
+    }
+    log
+}
+
+/// Reads `log` in every recovery mode; every record's payload is decoded as a write batch, as
+/// WAL replay does.
+fn read_log(log: &[u8]) {
+    for mode in RecoveryMode::ALL {
+        let mut reader = LogReader::from_bytes(log.to_vec(), PathBuf::from("fuzz.log"), mode);
+        let mut last_end = 0u64;
+        loop {
+            match reader.next_record() {
+                Ok(Some((offset, payload))) => {
+                    assert!(offset >= last_end, "records overlap");
+                    last_end = offset + 20 + payload.len() as u64;
+                    assert!(last_end <= log.len() as u64);
+                    if let Some((_, batch)) = WriteBatch::decode(payload) {
+                        check_batch(&batch);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    typed(&e);
+                    let again = reader
+                        .next_record()
+                        .expect_err("a failed reader stays failed");
+                    typed(&again);
+                    break;
+                }
+            }
+        }
+        let tail = reader.tail();
+        assert!(tail.clean_end <= log.len() as u64);
+        assert!(tail.dropped_bytes <= log.len() as u64);
+    }
+}
+
+/// The WAL's record reader. Control byte bit 0: the input is the raw log; else the rest is
+/// framed into valid records ([`framed_log`]) and, by the control byte's other bits, one byte
+/// of it is flipped or the log is cut short.
+pub fn wal_log(data: &[u8]) {
+    let (c, rest) = control(data);
+    if c & 1 == 1 {
+        return read_log(rest);
+    }
+    let (edit, rest) = rest.split_at(rest.len().min(2));
+    let mut log = framed_log(rest);
+    let at = edit.iter().fold(0usize, |a, &b| a << 8 | b as usize);
+    if !log.is_empty() {
+        match c >> 1 & 3 {
+            1 => {
+                let i = at % log.len();
+                log[i] ^= 1 << (c >> 3 & 7);
+            }
+            2 => log.truncate(at % log.len()),
+            _ => {}
+        }
+    }
+    read_log(&log);
+}
+
+// --- write batches ---------------------------------------------------------------------------
+
+fn check_batch(batch: &WriteBatch) {
+    let mut n = 0;
+    let mut bytes = 0u64;
+    for op in batch.iter() {
+        match op.expect("a decoded batch's operations decode") {
+            BatchOp::Put(k, v) => bytes += (k.len() + v.len()) as u64,
+            BatchOp::Delete(k) => bytes += k.len() as u64,
+        }
+        n += 1;
+    }
+    assert_eq!(n, batch.len());
+    assert_eq!(bytes, batch.user_bytes());
+    if let Err(e) = batch.validate() {
+        typed(&e);
+    }
+}
+
+/// A WAL record's payload: first sequence, count and entries must decode exactly, and a
+/// decoded batch re-encodes to the same operations.
+pub fn write_batch(data: &[u8]) {
+    let Some((_, batch)) = WriteBatch::decode(data) else {
+        return;
+    };
+    check_batch(&batch);
+    let mut copy = WriteBatch::new();
+    for op in batch.iter() {
+        match op.expect("checked") {
+            BatchOp::Put(k, v) => copy.put(k, v),
+            BatchOp::Delete(k) => copy.delete(k),
+        }
+    }
+    assert!(copy.iter().map(|o| o.ok()).eq(batch.iter().map(|o| o.ok())));
+    assert_eq!(copy.len(), batch.len());
+}
+
+// --- the parallel WAL's area -----------------------------------------------------------------
+
+const PAGE: usize = 4096;
+const PAGE_HEADER: usize = 24;
+
+/// Repairs the checksums of an area file: the metadata pages, every entry found in the pages'
+/// payload stream, then every page.
+fn repair_area(file: &mut [u8]) {
+    for meta in file.chunks_exact_mut(PAGE).take(2) {
+        let sum = crc(&meta[16..]);
+        meta[12..16].copy_from_slice(&sum.to_le_bytes());
+    }
+    let pages: Vec<usize> = (2..file.len() / PAGE).collect();
+    // The payload stream: (file offset, byte) of every payload byte, page after page.
+    let mut stream: Vec<usize> = Vec::new();
+    for &p in &pages {
+        let at = p * PAGE;
+        let used = u16::from_le_bytes([file[at + 12], file[at + 13]]) as usize;
+        let used = used.min(PAGE - PAGE_HEADER);
+        stream.extend((0..used).map(|i| at + PAGE_HEADER + i));
+    }
+    let mut pos = 0;
+    while pos + 8 <= stream.len() {
+        let byte = |i: usize| file[stream[pos + i]];
+        let len = u32::from_le_bytes([byte(0), byte(1), byte(2), byte(3)]) as usize;
+        let Some(body) = stream.get(pos + 8..pos + 8 + len) else {
+            break;
+        };
+        let payload: Vec<u8> = body.iter().map(|&o| file[o]).collect();
+        for (i, b) in crc(&payload).to_le_bytes().into_iter().enumerate() {
+            file[stream[pos + 4 + i]] = b;
+        }
+        pos += 8 + len;
+    }
+    for &p in &pages {
+        let page = &mut file[p * PAGE..(p + 1) * PAGE];
+        let sum = crc32c::crc32c_append(crc(&page[0..8]), &page[12..]);
+        page[8..12].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+/// The parallel WAL's area, read as recovery reads it (`inspect::read_area`). Control byte:
+/// bit 0 leaves the checksums as they are; bits 1-2 pick the recovery mode; bits 3-7 are the
+/// log number. The rest is the area file, padded with zeros to whole pages.
+pub fn wal_area(data: &[u8]) {
+    let (c, rest) = control(data);
+    let mut file = rest.to_vec();
+    file.resize(file.len().div_ceil(PAGE) * PAGE, 0);
+    if c & 1 == 0 {
+        repair_area(&mut file);
+    }
+    if let Some(meta) = file.get(..PAGE) {
+        let _ = tierkv::inspect::AreaMeta::decode(meta);
+    }
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).expect("in memory");
+    let path = dir.join("WAL-AREA");
+    fs.write_raw(&path, &file);
+    let mode = RecoveryMode::ALL[(c >> 1 & 3) as usize];
+    match read_area(fs.as_ref(), &path, (c >> 3) as u64, mode) {
+        Ok(rec) => {
+            for b in &rec.batches {
+                check_batch(&b.batch);
+            }
+            if mode != RecoveryMode::SkipAnyCorruptedRecords {
+                for w in rec.batches.windows(2) {
+                    assert_eq!(
+                        w[0].seq.checked_add(w[0].batch.len() as u64),
+                        Some(w[1].seq),
+                        "recovered history has a gap"
+                    );
+                }
+            }
+        }
+        Err(e) => typed(&e),
+    }
+}
+
+// --- tables ----------------------------------------------------------------------------------
+
+/// Appends a block trailer (compression type `ty`, checksum) to `stored`.
+fn with_trailer(stored: &[u8], ty: u8) -> Vec<u8> {
+    let mut raw = stored.to_vec();
+    let sum = crc32c::crc32c_append(crc(stored), &[ty]);
+    raw.push(ty);
+    raw.extend_from_slice(&sum.to_le_bytes());
+    raw
+}
+
+fn walk_block(view: &BlockView, target: &[u8]) {
+    let forward = view.entries();
+    let backward = view.entries_backward();
+    if let Err(e) = &forward {
+        typed(e);
+    }
+    if let Err(e) = &backward {
+        typed(e);
+    }
+    if let Err(e) = view.seek(target) {
+        typed(&e);
+    }
+    if let Ok(entries) = &forward {
+        // Seeking to a stored key must not fail on a block that reads through cleanly.
+        for (key, _) in entries.iter().take(8) {
+            if let Err(e) = view.seek(key) {
+                typed(&e);
+            }
+        }
+    }
+}
+
+/// A data block as a table stores it. Control byte: bits 0-1 the compression type written in
+/// the trailer (0 none, 1 lz4, 2 zstd, 3 unknown); bit 2 leaves the input's own trailer; the
+/// next 8 bytes are a seek target. The decoded contents are walked forward, backward and by
+/// seeks.
+pub fn sst_block(data: &[u8]) {
+    let (c, rest) = control(data);
+    let (target, stored) = rest.split_at(rest.len().min(8));
+    let raw = if c & 4 == 0 {
+        with_trailer(stored, c & 3)
+    } else {
+        stored.to_vec()
+    };
+    match decode_stored_block(&raw) {
+        Ok(contents) => match BlockView::decode(contents) {
+            Ok(view) => walk_block(&view, target),
+            Err(e) => typed(&e),
+        },
+        Err(e) => typed(&e),
+    }
+    // The bytes as contents too: most inputs are not compressed blocks.
+    match BlockView::decode(stored.to_vec()) {
+        Ok(view) => walk_block(&view, target),
+        Err(e) => typed(&e),
+    }
+}
+
+/// An index block's contents: every handle must decode or be rejected.
+pub fn sst_index(data: &[u8]) {
+    match decode_index(data.to_vec()) {
+        Ok(entries) => {
+            for (_, h) in entries {
+                let mut enc = Vec::new();
+                h.encode_varint(&mut enc);
+                assert_eq!(tierkv::inspect::BlockHandle::decode_varint(&enc), Some(h));
+            }
+        }
+        Err(e) => typed(&e),
+    }
+}
+
+/// A bloom filter block's contents, probed with keys taken from the input.
+pub fn sst_filter(data: &[u8]) {
+    match FilterView::decode(data.to_vec()) {
+        Ok(filter) => {
+            for key in data.chunks(7).take(16) {
+                let _ = filter.may_contain(key);
+            }
+            let _ = filter.may_contain(b"");
+        }
+        Err(e) => typed(&e),
+    }
+}
+
+/// A table footer. Control byte bit 0: repair its checksum (and magic) first. A decoded
+/// footer encodes back to the same bytes.
+pub fn sst_footer(data: &[u8]) {
+    let (c, rest) = control(data);
+    let mut footer = rest.to_vec();
+    if c & 1 == 1 && footer.len() == 64 {
+        footer[56..].copy_from_slice(b"tierkvst");
+        let sum = crc(&footer[..52]);
+        footer[52..56].copy_from_slice(&sum.to_le_bytes());
+    }
+    match decode_footer(&footer) {
+        Ok(f) => assert_eq!(f.encode(), footer),
+        Err(e) => typed(&e),
+    }
+}
+
+/// A properties block's contents. A decoded block encodes to bytes that decode the same.
+pub fn sst_properties(data: &[u8]) {
+    match decode_properties(data) {
+        Ok(p) => {
+            let again = decode_properties(&p.encode()).expect("re-encoded properties decode");
+            assert_eq!(again, p);
+        }
+        Err(e) => typed(&e),
+    }
+    // A stored properties block: trailer, then contents.
+    if let Ok(contents) = decode_stored_block(&with_trailer(data, 0)) {
+        assert_eq!(contents, data);
+    }
+    let _ = BLOCK_TRAILER_LEN;
+}
+
+// --- the MANIFEST, CURRENT and TIER ----------------------------------------------------------
+
+fn check_edit(payload: &[u8]) {
+    match decode_version_edit(payload) {
+        Ok(edit) => {
+            let again = VersionEdit::decode(&edit.encode()).expect("re-encoded edit decodes");
+            assert_eq!(again, edit);
+        }
+        Err(e) => typed(&e),
+    }
+}
+
+/// Writes `current` as CURRENT and `manifest` as MANIFEST-000001 and reads them as open does.
+fn read_manifest(current: &[u8], manifest: &[u8]) {
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).expect("in memory");
+    fs.write_raw(&dir.join("CURRENT"), current);
+    fs.write_raw(&dir.join("MANIFEST-000001"), manifest);
+    let fs: Arc<dyn Fs> = fs;
+    match RecoveredManifest::read(fs.as_ref(), dir) {
+        Ok(Some(m)) => assert!(!m.edits.is_empty()),
+        Ok(None) => panic!("CURRENT exists"),
+        Err(e) => typed(&e),
+    }
+}
+
+/// MANIFEST edits. The input is split into record payloads as [`framed_log`] does; each is
+/// decoded as an edit, and the framed log is read as a MANIFEST through CURRENT.
+pub fn manifest_edit(data: &[u8]) {
+    check_edit(data);
+    let mut rest = data;
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = (n as usize & 0x7f).min(tail.len());
+        check_edit(&tail[..n]);
+        rest = &tail[n..];
+    }
+    read_manifest(b"MANIFEST-000001\n", &framed_log(data));
+}
+
+/// A valid MANIFEST: one edit naming the database and its tiers.
+fn valid_manifest() -> Vec<u8> {
+    let edit = VersionEdit {
+        db_id: Some("fuzz".into()),
+        tiers: Some(vec!["fast".into()]),
+        format_version: Some(1),
+        log_number: Some(2),
+        next_file_number: Some(3),
+        last_sequence: Some(0),
+        ..VersionEdit::default()
+    };
+    let mut log = Vec::new();
+    put_record(&mut log, &edit.encode(), 0);
+    log
+}
+
+/// The TIER identity file and CURRENT. The input up to the first zero byte is a TIER file,
+/// the rest is CURRENT (naming a valid MANIFEST when it says `MANIFEST-000001`); both are
+/// also parsed as file names.
+pub fn tier_current(data: &[u8]) {
+    let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    let (tier, current) = (&data[..split], data.get(split + 1..).unwrap_or_default());
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/t");
+    fs.create_dir_all(dir).expect("in memory");
+    fs.write_raw(&dir.join("TIER"), tier);
+    match read_identity(fs.as_ref(), dir) {
+        Ok(Some((id, name))) => assert!(!id.contains('\n') && !name.contains('\n')),
+        Ok(None) => panic!("TIER exists"),
+        Err(e) => typed(&e),
+    }
+    read_manifest(current, &valid_manifest());
+    for text in [tier, current] {
+        if let Ok(name) = std::str::from_utf8(text) {
+            if let Some((kind, n)) = tierkv::inspect::parse_file_name(name) {
+                let _ = (kind, n);
+            }
+        }
+    }
+}
+
+// --- options ---------------------------------------------------------------------------------
+
+/// TOML options: any text parses and validates, or is rejected as `InvalidArgument`.
+pub fn options_toml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Options::from_toml_str(text) {
+        Ok(opts) => {
+            let _ = format!("{opts:?}");
+        }
+        Err(e) => assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}"),
+    }
+}

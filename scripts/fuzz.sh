@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs tierkv's decoder fuzz targets (crates/tierkv/fuzz) one after another, each for a given
+# time, and reports which ones found a crash.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s, every target
+#
+# Needs the nightly toolchain and cargo-fuzz:
+#   rustup toolchain install nightly --profile minimal && cargo install cargo-fuzz
+# Corpora grow in crates/tierkv/fuzz/corpus/<target>/ (seeded from seeds/<target>/, not
+# committed); a crash leaves its input in crates/tierkv/fuzz/artifacts/<target>/. Once the
+# decoder is fixed, copy that input to crates/tierkv/fuzz/regressions/<target>/ so the stable
+# test suite (tests/fuzz_regressions.rs) replays it. FUZZ_JOBS (default 1) builds with that
+# many jobs; FUZZ_ARGS adds libFuzzer flags.
+set -uo pipefail
+cd "$(dirname "$0")/../crates/tierkv/fuzz"
+
+secs=${1:-60}
+shift || true
+if [ "$#" -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+
+# -a: debug assertions and overflow checks, so an arithmetic overflow on a length is a crash.
+CARGO_BUILD_JOBS=${FUZZ_JOBS:-1} cargo +nightly fuzz build -O -a || exit 1
+
+failed=()
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t"
+    # An area file is pages of 4 KiB: its inputs need room for several.
+    max_len=4096
+    [ "$t" = wal_area ] && max_len=65536
+    echo "== $t: ${secs}s"
+    # -malloc_limit_mb: one allocation above it is reported as a crash; nothing a decoder
+    # sizes from a length field may come near it (the largest cap, a compressed block's raw
+    # length, is 64 MiB).
+    # shellcheck disable=SC2086
+    if ! CARGO_BUILD_JOBS=${FUZZ_JOBS:-1} cargo +nightly fuzz run -O -a "$t" "corpus/$t" "seeds/$t" -- \
+        -max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+        -malloc_limit_mb=128 -print_final_stats=1 ${FUZZ_ARGS:-}; then
+        failed+=("$t")
+    fi
+done
+
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "fuzz: crashes in ${failed[*]} (inputs in crates/tierkv/fuzz/artifacts/)" >&2
+    exit 1
+fi
+echo "fuzz: ${#targets[@]} targets ran ${secs}s each without a crash"
