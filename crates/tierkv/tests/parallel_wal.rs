@@ -69,9 +69,11 @@ const OPEN_GROUP: u32 = u32::MAX;
 /// How long dropping a `Db` or waiting for a handle may take before the test calls it a hang.
 const HANG: Duration = Duration::from_secs(20);
 
-/// Seeds `base..base + n * TIERKV_PWAL_ROUNDS` (default 1): more rounds, more crashes.
+/// Seeds `base..base + n * TIERKV_PWAL_ROUNDS` (default 1): more rounds, more crashes; all
+/// moved by `TIERKV_PWAL_SEED_OFFSET` (default 0), so a campaign runs fresh seeds each time.
 fn seeds(base: u64, n: u64) -> std::ops::Range<u64> {
     let rounds = env_u64("TIERKV_PWAL_ROUNDS", 1);
+    let base = base + env_u64("TIERKV_PWAL_SEED_OFFSET", 0);
     base..base + n * rounds
 }
 
