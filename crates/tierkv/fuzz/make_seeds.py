@@ -66,6 +66,28 @@ def props():
     return bytes(out)
 
 
+def table():
+    """A one-block table without a filter; the driver repairs every checksum."""
+    entries = [(ikey(b"apple", 5), b"red"), (ikey(b"banana", 3), b"yellow"), (ikey(b"cherry", 2, 0), b"")]
+    data = block(entries)
+    index = block([(ikey(b"cherry", 2, 0), varint(0) + varint(len(data)))], 1)
+    out = bytearray()
+    rec = lambda t, v: out.extend(bytes([t]) + lp(v))
+    rec(1, entries[0][0])
+    rec(2, entries[-1][0])
+    for t, v in [(3, 3), (4, 1), (5, 2), (6, 5), (7, 40), (8, 9), (9, len(data) + 5), (10, len(index) + 5), (11, 0), (12, 1)]:
+        rec(t, struct.pack("<Q", v))
+    rec(13, b"\x00")
+    rec(14, struct.pack("<I", 1))
+    props_block = bytes(out)
+    trailer = bytes(5)
+    off_index = len(data) + 5
+    off_props = off_index + len(index) + 5
+    footer = struct.pack("<QQQQQQI", 0, 0, off_index, len(index), off_props, len(props_block), 1)
+    footer += bytes(4) + b"tierkvst"
+    return bytes([0]) + data + trailer + index + trailer + props_block + trailer + footer
+
+
 def edit():
     out = bytearray()
     f = lambda tag, body: out.extend(varint(tag) + lp(body))
@@ -117,7 +139,7 @@ def area():
     pg[24 : 24 + len(stream)] = stream
     empty = bytearray(page)
     # Control byte 0: repair checksums, TolerateCorruptedTail, log number 0.
-    return bytes([0]) + bytes(meta) + bytes(meta) + bytes(pg) + bytes(empty)
+    return bytes([0]) + bytes(meta) + bytes(meta) + bytes(pg) + bytes(empty) * 3
 
 
 def seeds():
@@ -131,11 +153,12 @@ def seeds():
         "wal_log": [bytes([0]) + b"\0\0" + pieces([b1, b2, b""]), bytes([2 | 3 << 3]) + b"\0\x15" + pieces([b1, b2])],
         "write_batch": [b1, b2, batch(1, [])],
         "wal_area": [area()],
-        "sst_block": [bytes([0]) + ikey(b"b", 0) + block(entries), bytes([0]) + ikey(b"z", 0) + block(entries, 16)],
+        "sst_block": [bytes([0]) + b"banana\0\0" + block(entries), bytes([0]) + b"zz\0\0\0\0\0\0" + block(entries, 16)],
         "sst_index": [block(index, 1)],
         "sst_filter": [bytes([0x5A] * 16) + bytes([6])],
         "sst_footer": [bytes([1]) + footer],
         "sst_properties": [props()],
+        "sst_table": [table()],
         "manifest_edit": [edit(), pieces([edit()[:100], b"\x02\x01\x05"])],
         "tier_current": [b"tierkv-tier 1\ndb_id=fuzz\nname=fast\n\x00MANIFEST-000001\n"],
         "options_toml": [

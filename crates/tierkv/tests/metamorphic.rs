@@ -4,7 +4,7 @@
 //! observable result (point reads, reads at snapshots, bounded scans both ways, seeks followed
 //! by `next`/`prev`) must be the same in every configuration and in a `BTreeMap` model.
 //! Flushes, compactions, reopens and crashes (a process kill, or a power loss when every
-//! acknowledged write was synced) are operations too, so each configuration reaches the same
+//! acknowledged write is durable) are operations too, so each configuration reaches the same
 //! logical state through different files, levels, tiers and logs.
 //!
 //! A new system (a WAL mode, a hot tier, a value log) joins by adding one line to [`CONFIGS`].
@@ -250,7 +250,7 @@ enum Op {
         hi: Option<u32>,
     },
     Reopen,
-    /// A power loss (by the policy's index) if every acknowledged write was synced, else a
+    /// A power loss (by the policy's index) if the last acknowledged write was synced, else a
     /// process kill.
     Crash {
         policy: usize,
@@ -399,7 +399,8 @@ fn bound_range(lo: Option<u32>, hi: Option<u32>) -> (Option<Vec<u8>>, Option<Vec
 struct ModelDb {
     now: Model,
     snaps: [Option<Model>; SNAPSHOT_SLOTS],
-    /// Every acknowledged write so far was synced: a power loss may lose nothing.
+    /// The last acknowledged write was synced, so it and every write before it are durable
+    /// (a synced write waits for the writes numbered before it): a power loss may lose nothing.
     all_synced: bool,
 }
 
@@ -413,11 +414,11 @@ impl ModelDb {
         match op {
             Op::Put { key: k, val, sync } => {
                 self.now.insert(key(*k), val.bytes());
-                self.all_synced = *sync && self.all_synced;
+                self.all_synced = *sync;
             }
             Op::Delete { key: k, sync } => {
                 self.now.remove(&key(*k));
-                self.all_synced = *sync && self.all_synced;
+                self.all_synced = *sync;
             }
             Op::Batch { ops, sync } => {
                 for (k, v) in ops {
@@ -426,7 +427,7 @@ impl ModelDb {
                         None => self.now.remove(&key(*k)),
                     };
                 }
-                self.all_synced = *sync && self.all_synced;
+                self.all_synced = *sync;
             }
             Op::Get { key: k, snap } => {
                 return Seen::Value(self.view(*snap).get(&key(*k)).cloned())
