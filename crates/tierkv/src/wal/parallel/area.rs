@@ -291,20 +291,35 @@ pub struct Recovered {
     pub meta: Option<Meta>,
 }
 
-/// Reads both metadata pages; the valid one with the highest generation.
+/// Reads both metadata pages; the valid one with the highest generation. `None` when no page
+/// was ever written (or the only one written was torn by a crash during its write, before any
+/// group could start). Both pages written and neither valid is `Corruption`: the pages are
+/// written one at a time, each synced, so a crash tears at most one of them.
 pub fn read_meta(file: &dyn PositionalFile) -> Result<Option<Meta>> {
     let mut best: Option<Meta> = None;
+    let mut damaged = Vec::new();
     for page in 0..META_PAGES {
         if file.size() < (page + 1) * PAGE as u64 {
             break;
         }
         let mut buf = vec![0u8; PAGE];
         file.read_exact_at(page * PAGE as u64, &mut buf)?;
-        if let Some(meta) = Meta::decode(&buf) {
-            if best.as_ref().is_none_or(|b| b.generation < meta.generation) {
-                best = Some(meta);
+        match Meta::decode(&buf) {
+            Some(meta) => {
+                if best.as_ref().is_none_or(|b| b.generation < meta.generation) {
+                    best = Some(meta);
+                }
             }
+            None if buf.iter().any(|&b| b != 0) => damaged.push(page),
+            None => {}
         }
+    }
+    if best.is_none() && damaged.len() == META_PAGES as usize {
+        return Err(Error::corruption(
+            file.path(),
+            0,
+            "both parallel-WAL metadata pages are damaged: the area's groups cannot be found",
+        ));
     }
     Ok(best)
 }
@@ -803,6 +818,31 @@ mod tests {
             bad[at] ^= 0x10;
             assert_eq!(Meta::decode(&bad), None, "flip at {at}");
         }
+    }
+
+    #[test]
+    fn both_metadata_pages_damaged_is_corruption_not_an_empty_log() {
+        use crate::env::{FaultFs, Fs};
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let file = fs
+            .open_positional(Path::new("/db/WAL-AREA"), 4 * PAGE as u64)
+            .unwrap();
+        assert_eq!(read_meta(file.as_ref()).unwrap(), None, "a new area");
+        let mut page = golden_meta().encode();
+        file.write_at(0, page.as_slice(), true).unwrap();
+        assert!(read_meta(file.as_ref()).unwrap().is_some());
+        // One page torn (the other never written): nothing can have been logged.
+        page.as_mut_slice()[40] ^= 1;
+        file.write_at(0, page.as_slice(), true).unwrap();
+        assert_eq!(read_meta(file.as_ref()).unwrap(), None);
+        // Both written, both damaged: the groups are lost, and recovery must say so.
+        file.write_at(PAGE as u64, page.as_slice(), true).unwrap();
+        let err = read_meta(file.as_ref()).unwrap_err();
+        assert!(
+            err.is_corruption() && err.to_string().contains("WAL-AREA"),
+            "{err}"
+        );
     }
 
     #[test]
