@@ -305,11 +305,10 @@ pub fn read_meta(file: &dyn PositionalFile) -> Result<Option<Meta>> {
         let mut buf = vec![0u8; PAGE];
         file.read_exact_at(page * PAGE as u64, &mut buf)?;
         match Meta::decode(&buf) {
-            Some(meta) => {
-                if best.as_ref().is_none_or(|b| b.generation < meta.generation) {
-                    best = Some(meta);
-                }
+            Some(meta) if best.as_ref().is_none_or(|b| b.generation < meta.generation) => {
+                best = Some(meta);
             }
+            Some(_) => {}
             None if buf.iter().any(|&b| b != 0) => damaged.push(page),
             None => {}
         }
