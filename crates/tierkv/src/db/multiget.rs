@@ -53,11 +53,16 @@ impl DbInner {
     pub(super) fn multi_get(&self, opts: &ReadOptions, keys: &[&[u8]]) -> Result<Values> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.gets, keys.len() as u64);
-        let view = self.read_view(opts);
+        let mut view = self.read_view(opts);
         let mut out: Values = vec![None; keys.len()];
         let mut searching = Vec::new();
         for (index, &user_key) in keys.iter().enumerate() {
-            match self.memtable_lookup(&view, user_key) {
+            // Hot tier hook: memtables, then the hot store, then the tables.
+            let found = match self.memtable_lookup(&view, user_key) {
+                Some(value) => Some(value),
+                None => self.hot_get(&mut view, user_key)?,
+            };
+            match found {
                 Some(value) => out[index] = value,
                 None => searching.push(KeySearch {
                     index,

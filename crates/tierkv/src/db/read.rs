@@ -42,8 +42,12 @@ impl DbInner {
     pub(super) fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let c = &self.counters;
         Counters::add(&c.gets, 1);
-        let view = self.read_view(opts);
+        let mut view = self.read_view(opts);
         if let Some(value) = self.memtable_lookup(&view, user_key) {
+            return Ok(value);
+        }
+        // Hot tier hook: memtables, then the hot store, then the LSM.
+        if let Some(value) = self.hot_get(&mut view, user_key)? {
             return Ok(value);
         }
         let lookup = key::internal_key(user_key, view.seq, key::LOOKUP_KIND);
@@ -58,6 +62,7 @@ impl DbInner {
                 continue;
             };
             self.count_table_read(level, file.tier, &trace);
+            self.hot_count_lsm_read();
             let kind = key::parse_internal_key(&ikey).map(|p| p.kind);
             return Ok((kind == Some(ValueKind::Value)).then_some(value));
         }
@@ -106,12 +111,17 @@ impl DbInner {
     /// tables newest first), visible or not; `None` if the key was never written or its
     /// history was compacted away entirely.
     pub(super) fn latest_seq(&self, user_key: &[u8]) -> Result<Option<SeqNo>> {
-        let view = self.read_view(&ReadOptions::default());
+        let mut view = self.read_view(&ReadOptions::default());
         for mem in &view.mems {
             if let Some(seq) = mem.latest_seq(user_key) {
                 return Ok(Some(seq));
             }
         }
+        // Hot tier hook: a hot version is newer than any LSM version of its key.
+        if let Some(seq) = self.hot_latest_seq(user_key) {
+            return Ok(Some(seq));
+        }
+        view.version = self.versions.current();
         let lookup = key::internal_key(user_key, key::MAX_SEQNO, key::LOOKUP_KIND);
         for (_, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(&file)?;
@@ -143,10 +153,15 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
-        let view = self.read_view(&opts);
+        let mut view = self.read_view(&opts);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {
             children.push(Box::new(mem.iter()));
+        }
+        // Hot tier hook: the hot store's entries, between the memtables and the tables.
+        let (lower, upper) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
+        if let Some(hot) = self.hot_iter(&mut view, lower, upper)? {
+            children.push(Box::new(hot));
         }
         for file in &view.version.levels[0] {
             children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));
