@@ -120,7 +120,6 @@ fn demote(db: &DbInner, hot: &HotStore) -> Result<()> {
     let Some(plan) = hot.plan_demotion(&bounds)? else {
         return Ok(());
     };
-    hot.begin_demotion(db.versions.log_number())?;
     let bytes: u64 = plan
         .entries
         .iter()
@@ -146,7 +145,7 @@ fn demote(db: &DbInner, hot: &HotStore) -> Result<()> {
     }
     db.clear_pending(files.iter().map(|o| o.meta.number));
     drop(files);
-    hot.finish_demotion(plan)?;
+    hot.finish_demotion(plan, db.versions.log_number())?;
     let micros = started.elapsed().as_micros() as u64;
     hot.counters
         .demotion_micros

@@ -188,6 +188,7 @@ fn check_new_database_dirs(opts: &Options) -> Result<()> {
         for name in opts.fs.list_dir(&tier.path)? {
             let ours = name == LOCK_FILE
                 || name == tier::IDENTITY_FILE
+                || (name == crate::hot::DIR && crate::hot::is_empty_store(&*opts.fs, &tier.path))
                 || name.ends_with(".tmp")
                 || matches!(tier::parse_file_name(&name), Some((FileKind::Manifest, _)));
             if ours {

@@ -38,8 +38,13 @@ use tracker::{Mapper, Tracker};
 
 /// The hot store's directory under tier 0.
 pub(crate) const DIR: &str = "hot";
-/// The in-flight marker's file name (in [`DIR`]).
-const MARKER: &str = "HOT-INFLIGHT";
+/// The job journal's file name (in [`DIR`]): the in-flight marker and the page images of the
+/// last job that wrote slabs.
+const JOURNAL: &str = "HOT-JOURNAL";
+/// The journal's first bytes.
+const JOURNAL_MAGIC: &[u8; 8] = b"TKVHOTJ1";
+/// A free slot's header.
+const CLEAR: [u8; slab::HEADER] = [0; slab::HEADER];
 /// Demotion starts above this share of the budget...
 const HIGH_WATERMARK: f64 = 0.98;
 /// ...and stops at this one.
@@ -143,6 +148,7 @@ pub(crate) struct HotStore {
     pub tracker: Tracker,
     opts: HotTierOptions,
     pub counters: HotCounters,
+    read_only: bool,
     /// The in-flight marker last written: `(log_number, lowest sequence)`.
     marker: Mutex<Option<(u64, SeqNo)>>,
 }
@@ -163,9 +169,37 @@ impl HotStore {
         if !read_only {
             fs.create_dir_all(&dir)?;
         }
-        let marker = read_marker(fs.as_ref(), &dir.join(MARKER))?;
+        // Finish the last job first: its journal holds every page it wrote in place.
+        let journal = read_journal(fs.as_ref(), &dir.join(JOURNAL))?;
+        let marker = journal.as_ref().map(|j| (j.log_number, j.lowest));
         let uncommitted = marker.filter(|&(l, _)| l == log_number).map(|(_, lo)| lo);
         let mut slabs = Vec::with_capacity(CLASS_SIZES.len());
+        for class in 0..CLASS_SIZES.len() {
+            if read_only && !fs.exists(&dir.join(slab::file_name(class))) {
+                // A read-only open of a database whose store was never written.
+                slabs.clear();
+                break;
+            }
+            slabs.push(SlabFile::open(fs, &dir, class)?);
+        }
+        let mut overlay = std::collections::HashMap::new();
+        for (class, page, image) in journal.map(|j| j.pages).unwrap_or_default() {
+            let Some(slab) = slabs.get(class) else {
+                continue;
+            };
+            if read_only {
+                overlay.insert((class, page), image);
+            } else {
+                slab.write_page(page, &image)?;
+            }
+        }
+        if !read_only {
+            for slab in &slabs {
+                slab.sync()?;
+            }
+            // NB: the slab files' names must survive a power loss.
+            fs.sync_dir(&dir)?;
+        }
         let mut index = Index {
             free: vec![Vec::new(); CLASS_SIZES.len()],
             next: vec![0; CLASS_SIZES.len()],
@@ -174,80 +208,55 @@ impl HotStore {
         let mut pending = Pending::default();
         let mut wipe = Vec::new();
         let mut max_seq = 0;
-        #[allow(clippy::needless_range_loop)] // NB: `class` also names files and free lists.
-        for class in 0..CLASS_SIZES.len() {
-            let slab = if read_only && !fs.exists(&dir.join(slab::file_name(class))) {
-                None
-            } else {
-                Some(SlabFile::open(fs, &dir, class)?)
-            };
-            if let Some(slab) = &slab {
-                let capacity = slab.capacity();
-                index.next[class] = capacity;
-                for slot in 0..capacity {
-                    let loc = Loc { class, slot };
-                    let buf = slab.read(slot)?;
-                    match slab::decode_slot(&buf) {
-                        Err(what) => {
-                            if uncommitted.is_none() {
-                                return Err(slab.corruption(slot, what));
+        for (class, slab) in slabs.iter().enumerate() {
+            let capacity = slab.capacity();
+            index.next[class] = capacity;
+            let per_page = (slab::PAGE / slab.slot_size) as u64;
+            let mut page_buf = Vec::new();
+            for slot in 0..capacity {
+                let page = slot / per_page;
+                if slot % per_page == 0 {
+                    page_buf = match overlay.get(&(class, page)) {
+                        Some(image) => image.clone(),
+                        None => slab.read_page(page)?,
+                    };
+                }
+                let at = (slab::slot_offset(slab.slot_size, slot) % slab::PAGE as u64) as usize;
+                let loc = Loc { class, slot };
+                match slab::decode_slot(&page_buf[at..at + slab.slot_size]) {
+                    Err(what) => return Err(slab.corruption(slot, what)),
+                    Ok(None) => index.free[class].push(slot),
+                    Ok(Some(s)) if uncommitted.is_some_and(|lo| s.seq >= lo) => {
+                        // Written by a flush the MANIFEST never recorded: its WAL replays it.
+                        index.free[class].push(slot);
+                        wipe.push(loc);
+                    }
+                    Ok(Some(s)) => {
+                        max_seq = max_seq.max(s.seq);
+                        let v = HotVersion {
+                            seq: s.seq,
+                            kind: s.kind,
+                            loc,
+                        };
+                        let versions = index.map.entry(s.key).or_default();
+                        // NB: after a restart no snapshot is live: only the newest counts.
+                        let stale = match versions.first_mut() {
+                            None => {
+                                versions.push(v);
+                                index.bytes += CLASS_SIZES[class] as u64;
+                                index.objects += 1;
+                                continue;
                             }
-                            // A torn write of the uncommitted job: its WAL replays it.
-                            index.free[class].push(slot);
-                            wipe.push(loc);
-                        }
-                        Ok(None) => index.free[class].push(slot),
-                        Ok(Some(s)) if uncommitted.is_some_and(|lo| s.seq >= lo) => {
-                            index.free[class].push(slot);
-                            wipe.push(loc);
-                        }
-                        Ok(Some(s)) => {
-                            max_seq = max_seq.max(s.seq);
-                            let v = HotVersion {
-                                seq: s.seq,
-                                kind: s.kind,
-                                loc,
-                            };
-                            let versions = index.map.entry(s.key).or_default();
-                            // NB: after a restart no snapshot is live: only the newest counts.
-                            let stale = match versions.first_mut() {
-                                None => {
-                                    versions.push(v);
-                                    index.bytes += CLASS_SIZES[class] as u64;
-                                    index.objects += 1;
-                                    continue;
-                                }
-                                Some(cur) if cur.seq >= v.seq => v,
-                                Some(cur) => std::mem::replace(cur, v),
-                            };
-                            index.free[stale.loc.class].push(stale.loc.slot);
-                            pending.clears.push(stale.loc);
-                        }
+                            Some(cur) if cur.seq >= v.seq => v,
+                            Some(cur) => std::mem::replace(cur, v),
+                        };
+                        index.free[stale.loc.class].push(stale.loc.slot);
+                        pending.clears.push(stale.loc);
                     }
                 }
-                // NB: lowest slots first, so the store stays compact.
-                index.free[class].reverse();
             }
-            if let Some(slab) = slab {
-                slabs.push(slab);
-            }
-        }
-        if !read_only {
-            // NB: the slab files' names must survive a power loss.
-            fs.sync_dir(&dir)?;
-        }
-        if slabs.len() < CLASS_SIZES.len() {
-            // A read-only open of a database whose store was never written: nothing to read.
-            slabs.clear();
-            index.map.clear();
-        }
-        if !read_only && !wipe.is_empty() {
-            for loc in &wipe {
-                slabs[loc.class].clear(loc.slot)?;
-            }
-            for slab in &slabs {
-                slab.sync()?;
-            }
+            // NB: lowest slots first, so the store stays compact.
+            index.free[class].reverse();
         }
         let tracked = ((lsm_entries + index.map.len() as u64) as f64 * opts.tracker_share) as usize;
         let store = HotStore {
@@ -259,8 +268,14 @@ impl HotStore {
             tracker: Tracker::new(tracked.max(MIN_TRACKED)),
             opts: opts.clone(),
             counters: HotCounters::default(),
+            read_only,
             marker: Mutex::new(marker),
         };
+        if !wipe.is_empty() && !store.read_only() {
+            // NB: before the log number moves on, after which they would look committed.
+            let clears: Vec<_> = wipe.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
+            store.run_job(log_number, uncommitted.unwrap_or(SeqNo::MAX), clears)?;
+        }
         Ok((store, max_seq))
     }
 
@@ -345,9 +360,13 @@ impl HotStore {
         Ok(out)
     }
 
-    /// Starts a job that writes slots: makes the in-flight marker `(log_number, lowest)`
-    /// durable, then clears (durably) the free slots whose old contents are still on disk.
-    fn begin(&self, log_number: u64, lowest: SeqNo) -> Result<()> {
+    /// Runs a job's slot writes (`(slot, bytes)`, applied in order) crash-safely. The pages
+    /// they touch are composed in memory and written, with the in-flight marker
+    /// `(log_number, lowest)`, to the journal (atomically and durably) before any is written in
+    /// place; then the slabs are synced. A crash can tear or drop in-place page writes (and
+    /// with them neighbouring slots of committed data); recovery rewrites the journal's pages
+    /// first, so the job is either not started or complete.
+    fn run_job(&self, log_number: u64, lowest: SeqNo, writes: Vec<(Loc, Vec<u8>)>) -> Result<()> {
         let mut marker = self.marker.lock();
         // NB: recovery flushes several memtables under one log number: the marker covers all.
         let lowest = match *marker {
@@ -355,23 +374,38 @@ impl HotStore {
             _ => lowest,
         };
         *marker = Some((log_number, lowest));
-        let text = format!("{log_number} {lowest}\n");
-        crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(MARKER), text.as_bytes())?;
-        let clears = std::mem::take(&mut self.pending.lock().clears);
-        if !clears.is_empty() {
-            // NB: under the index lock: a cleared slot must not be handed out meanwhile.
-            let _index = self.index.write();
-            for loc in &clears {
-                self.slabs[loc.class].clear(loc.slot)?;
-            }
-            self.sync_all()?;
+        let mut pages: BTreeMap<(usize, u64), Vec<u8>> = BTreeMap::new();
+        for (loc, bytes) in &writes {
+            let slab = &self.slabs[loc.class];
+            slab.ensure(loc.slot + 1)?;
+            let offset = slab::slot_offset(slab.slot_size, loc.slot);
+            let page = offset / slab::PAGE as u64;
+            let image = match pages.entry((loc.class, page)) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(slab.read_page(page)?),
+            };
+            let at = (offset % slab::PAGE as u64) as usize;
+            image[at..at + bytes.len()].copy_from_slice(bytes);
         }
-        Ok(())
-    }
-
-    fn sync_all(&self) -> Result<()> {
-        for slab in &self.slabs {
-            slab.sync()?;
+        let mut journal = Vec::with_capacity(28 + pages.len() * (14 + slab::PAGE));
+        journal.extend_from_slice(JOURNAL_MAGIC);
+        journal.extend_from_slice(&log_number.to_le_bytes());
+        journal.extend_from_slice(&lowest.to_le_bytes());
+        journal.extend_from_slice(&(pages.len() as u32).to_le_bytes());
+        for ((class, page), image) in &pages {
+            journal.extend_from_slice(&(*class as u16).to_le_bytes());
+            journal.extend_from_slice(&page.to_le_bytes());
+            journal.extend_from_slice(&crc32c::crc32c(image).to_le_bytes());
+            journal.extend_from_slice(image);
+        }
+        crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(JOURNAL), &journal)?;
+        let mut touched = BTreeSet::new();
+        for ((class, page), image) in &pages {
+            self.slabs[*class].write_page(*page, image)?;
+            touched.insert(*class);
+        }
+        for class in touched {
+            self.slabs[class].sync()?;
         }
         Ok(())
     }
@@ -410,7 +444,11 @@ impl HotStore {
         if groups.is_empty() {
             return Ok(lsm);
         }
-        self.begin(log_number, lowest)?;
+        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
+            .into_iter()
+            .map(|loc| (loc, CLEAR.to_vec()))
+            .collect();
+        let mut publish = Vec::new();
         let budget = (self.opts.budget as f64 * HIGH_WATERMARK) as u64;
         for (user_key, versions) in groups {
             self.tracker.touch(&user_key);
@@ -448,36 +486,36 @@ impl HotStore {
                 } else {
                     &[][..]
                 };
-                self.put_version(&user_key, seq, slot_kind, bytes, needed)?;
+                let class = slab::class_for(user_key.len(), bytes.len()).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "key of {} bytes too long for the hot store",
+                        user_key.len()
+                    ))
+                })?;
+                let loc = self.index.write().alloc(class);
+                writes.push((loc, slab::encode_slot(seq, slot_kind, &user_key, bytes)));
+                let v = HotVersion {
+                    seq,
+                    kind: slot_kind,
+                    loc,
+                };
+                publish.push((user_key.clone(), v));
             }
         }
-        self.sync_all()?;
+        self.run_job(log_number, lowest, writes)?;
+        for (user_key, v) in publish {
+            self.publish(user_key, v, needed);
+        }
         lsm.sort_by(|a, b| key::compare_internal(&a.0, &b.0));
         Ok(lsm)
     }
 
-    /// Writes one version of `user_key` to a fresh slot and indexes it; older versions no
-    /// snapshot reads are freed when the job commits.
-    fn put_version(
-        &self,
-        user_key: &[u8],
-        seq: SeqNo,
-        kind: SlotKind,
-        value: &[u8],
-        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
-    ) -> Result<()> {
-        let class = slab::class_for(user_key.len(), value.len()).ok_or_else(|| {
-            Error::invalid(format!(
-                "key of {} bytes too long for the hot store",
-                user_key.len()
-            ))
-        })?;
-        let bytes = slab::encode_slot(seq, kind, user_key, value);
-        let loc = self.index.write().alloc(class);
-        self.slabs[class].write(loc.slot, &bytes)?;
+    /// Indexes a written version of `user_key`; older versions no snapshot reads are freed
+    /// when the job commits.
+    fn publish(&self, user_key: Vec<u8>, v: HotVersion, needed: &dyn Fn(SeqNo, SeqNo) -> bool) {
         let mut index = self.index.write();
-        let versions = index.map.entry(user_key.to_vec()).or_default();
-        versions.insert(0, HotVersion { seq, kind, loc });
+        let versions = index.map.entry(user_key.clone()).or_default();
+        versions.insert(0, v);
         let freed = gc_versions(versions, needed);
         let retained = versions.len() > 1;
         for loc in &freed {
@@ -487,11 +525,10 @@ impl HotStore {
         let mut pending = self.pending.lock();
         pending.to_free.extend(freed);
         if retained {
-            pending.retained.insert(user_key.to_vec());
+            pending.retained.insert(user_key);
         } else {
-            pending.retained.remove(user_key);
+            pending.retained.remove(&user_key);
         }
-        Ok(())
     }
 
     /// Frees what the committed job superseded, and the retained versions no snapshot reads
@@ -637,34 +674,34 @@ impl HotStore {
         }))
     }
 
-    /// Starts a demotion: the marker (so a torn clear is not taken for corruption) and the
-    /// pending clears.
-    pub fn begin_demotion(&self, log_number: u64) -> Result<()> {
-        self.begin(log_number, SeqNo::MAX)
-    }
-
-    /// Ends a demotion whose table is installed: drops the victims from the index and
-    /// clears their slots, durably.
-    pub fn finish_demotion(&self, demotion: Demotion) -> Result<()> {
-        let mut index = self.index.write();
+    /// Ends a demotion whose table is installed: drops the victims from the index, then
+    /// clears their slots (and the pending clears) in one job. `log_number` is the MANIFEST's.
+    pub fn finish_demotion(&self, demotion: Demotion, log_number: u64) -> Result<()> {
         let mut cleared = Vec::new();
-        for (k, seq, loc) in demotion.victims {
-            // NB: the job is the store's only writer, so the version is still the newest.
-            let same = index
-                .map
-                .get(&k)
-                .is_some_and(|vs| vs.len() == 1 && vs[0].seq == seq);
-            if !same {
-                continue;
+        {
+            let mut index = self.index.write();
+            for (k, seq, loc) in demotion.victims {
+                // NB: the job is the store's only writer, so the version is still the newest.
+                let same = index
+                    .map
+                    .get(&k)
+                    .is_some_and(|vs| vs.len() == 1 && vs[0].seq == seq);
+                if !same {
+                    continue;
+                }
+                index.map.remove(&k);
+                index.drop_version(loc);
+                cleared.push(loc);
             }
-            index.map.remove(&k);
-            index.drop_version(loc);
-            cleared.push(loc);
         }
-        for loc in &cleared {
-            self.slabs[loc.class].clear(loc.slot)?;
-        }
-        self.sync_all()?;
+        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
+            .into_iter()
+            .chain(cleared.iter().copied())
+            .map(|loc| (loc, CLEAR.to_vec()))
+            .collect();
+        writes.dedup_by_key(|w| w.0);
+        self.run_job(log_number, SeqNo::MAX, writes)?;
+        let mut index = self.index.write();
         for loc in &cleared {
             index.free[loc.class].push(loc.slot);
         }
@@ -707,6 +744,11 @@ impl HotStore {
             pin_threshold: self.mapper(&index).threshold,
         }
     }
+
+    /// True for a store opened read-only.
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
 }
 
 /// Drops from `versions` (newest first) each older version no snapshot reads: version i is
@@ -724,22 +766,62 @@ fn gc_versions(versions: &mut Vec<HotVersion>, needed: &dyn Fn(SeqNo, SeqNo) -> 
     freed
 }
 
-/// Reads the in-flight marker: `(log_number, lowest sequence)`.
-fn read_marker(fs: &dyn Fs, path: &Path) -> Result<Option<(u64, SeqNo)>> {
+/// The last job's journal: its marker and the pages it wrote in place.
+struct Journal {
+    log_number: u64,
+    lowest: SeqNo,
+    pages: Vec<(usize, u64, Vec<u8>)>,
+}
+
+/// Reads the journal; a damaged one is corruption (it is written atomically).
+fn read_journal(fs: &dyn Fs, path: &Path) -> Result<Option<Journal>> {
     if !fs.exists(path) {
         return Ok(None);
     }
-    let text = crate::env::read_file(fs, path)?;
-    let text = String::from_utf8_lossy(&text);
-    let mut it = text.split_whitespace().map(|w| w.parse::<u64>());
-    match (it.next(), it.next()) {
-        (Some(Ok(l)), Some(Ok(lo))) => Ok(Some((l, lo))),
-        _ => Err(Error::Corruption {
-            file: path.to_path_buf(),
-            offset: 0,
-            what: "bad hot-store marker".into(),
-        }),
+    let bytes = crate::env::read_file(fs, path)?;
+    let bad = |offset: usize, what: &str| Error::Corruption {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        what: what.to_string(),
+    };
+    if bytes.len() < 28 || &bytes[..8] != JOURNAL_MAGIC {
+        return Err(bad(0, "bad hot-store journal header"));
     }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let count = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
+    let mut pages = Vec::with_capacity(count);
+    let mut at = 28;
+    for _ in 0..count {
+        let end = at + 14 + slab::PAGE;
+        if end > bytes.len() {
+            return Err(bad(at, "hot-store journal truncated"));
+        }
+        let class = u16::from_le_bytes(bytes[at..at + 2].try_into().unwrap()) as usize;
+        let page = u64_at(at + 2);
+        let crc = u32::from_le_bytes(bytes[at + 10..at + 14].try_into().unwrap());
+        let image = bytes[at + 14..end].to_vec();
+        if class >= CLASS_SIZES.len() || crc32c::crc32c(&image) != crc {
+            return Err(bad(at, "hot-store journal page damaged"));
+        }
+        pages.push((class, page, image));
+        at = end;
+    }
+    Ok(Some(Journal {
+        log_number: u64_at(8),
+        lowest: u64_at(16),
+        pages,
+    }))
+}
+
+/// True if `dir0` has no hot store with data (its directory missing, or only empty files).
+pub(crate) fn is_empty_store(fs: &dyn Fs, dir0: &Path) -> bool {
+    let dir = dir0.join(DIR);
+    let Ok(names) = fs.list_dir(&dir) else {
+        return true;
+    };
+    names
+        .iter()
+        .all(|n| n != JOURNAL && fs.file_size(&dir.join(n)).is_ok_and(|s| s == 0))
 }
 
 /// An iterator over sorted internal-key entries.

@@ -159,21 +159,26 @@ impl SlabFile {
         Ok(())
     }
 
-    /// Writes `bytes` (at most a slot) into slot `index`, unsynced.
-    pub fn write(&self, index: u64, bytes: &[u8]) -> Result<()> {
-        debug_assert!(bytes.len() <= self.slot_size);
-        self.ensure(index + 1)?;
+    /// Reads page `page` whole (zeros past the end of the file).
+    pub fn read_page(&self, page: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0; PAGE];
         let file = Arc::clone(&self.file.read());
-        file.write_at(slot_offset(self.slot_size, index), bytes, false)
+        if (page + 1) * PAGE as u64 <= file.size() {
+            file.read_exact_at(page * PAGE as u64, &mut buf)?;
+        }
+        Ok(buf)
     }
 
-    /// Marks slot `index` free on disk (a zero header), unsynced.
-    pub fn clear(&self, index: u64) -> Result<()> {
-        self.write(index, &[0; HEADER])
+    /// Writes page `page` whole, unsynced, growing the file if needed.
+    pub fn write_page(&self, page: u64, image: &[u8]) -> Result<()> {
+        let per_page = (PAGE / self.slot_size) as u64;
+        self.ensure((page + 1) * per_page)?;
+        let file = Arc::clone(&self.file.read());
+        file.write_at(page * PAGE as u64, image, false)
     }
 
     /// Reads slot `index` whole.
-    pub fn read(&self, index: u64) -> Result<Vec<u8>> {
+    fn read(&self, index: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0; self.slot_size];
         let file = Arc::clone(&self.file.read());
         file.read_exact_at(slot_offset(self.slot_size, index), &mut buf)?;
