@@ -449,7 +449,9 @@ impl HotStore {
             .map(|loc| (loc, CLEAR.to_vec()))
             .collect();
         let mut publish = Vec::new();
-        let budget = (self.opts.budget as f64 * HIGH_WATERMARK) as u64;
+        // NB: new keys enter up to the whole budget; demotion, above the high watermark,
+        // makes room for the next ones.
+        let budget = self.opts.budget;
         for (user_key, versions) in groups {
             self.tracker.touch(&user_key);
             let (_, newest_kind, newest_value) = &versions[0];
