@@ -578,6 +578,9 @@ impl HotStore {
             }
         }
         let bounds = &sorted[..];
+        // NB: the cursor is copied out: `pending` is never locked inside `index` here, as
+        // `commit` takes them the other way round.
+        let mut cursor = self.pending.lock().cursor;
         let index = self.index.read();
         let target = (self.opts.budget as f64 * LOW_WATERMARK) as u64;
         if index.bytes <= target {
@@ -603,7 +606,6 @@ impl HotStore {
         let mut victims = Vec::new();
         let mut freed = 0u64;
         let mut taken = BTreeSet::new();
-        let mut pending = self.pending.lock();
         for keep_popular in [true, false] {
             for _ in 0..n {
                 if index.bytes - freed <= target {
@@ -629,7 +631,7 @@ impl HotStore {
                     self.opts.msc_policy,
                     n,
                     &mut stats,
-                    &mut pending.cursor,
+                    &mut cursor,
                     &mut rng2,
                 ) else {
                     break;
@@ -649,7 +651,10 @@ impl HotStore {
                 }
             }
         }
-        drop(pending);
+        drop(index);
+        self.pending.lock().cursor = cursor;
+        // NB: the slots are read under the index lock, so none is reused meanwhile.
+        let _index = self.index.read();
         if victims.is_empty() {
             return Ok(None);
         }
