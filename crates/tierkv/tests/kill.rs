@@ -58,12 +58,18 @@ enum RoundKind {
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options(dir: &Path) -> Options {
-    tiny()
-        .tiers_in(dir)
-        .level_size_multiplier(4)
-        .build()
-        .expect("valid options")
+    let b = tiny().tiers_in(dir).level_size_multiplier(4);
+    // NB: the directory's name carries the variant, so child and parent agree on it.
+    let b = if dir.file_name() == Some(HOT_DB.as_ref()) {
+        b.hot_tier(tierkv::HotTier::Slab).hot_budget(128 << 10)
+    } else {
+        b
+    };
+    b.build().expect("valid options")
 }
+
+/// The database directory of the variant with the hot store on (`hot_tier = "slab"`).
+const HOT_DB: &str = "db-hot";
 
 // ---------------------------------------------------------------------------------------------
 // The write sequence, generated identically by the child and the parent
@@ -494,6 +500,16 @@ fn verify(dir: &Path, candidates: Candidates, seed: u64, after_round: u32) -> Ca
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
+    survives_sigkill("db");
+}
+
+/// The hot store on, with a budget small enough that demotions run between kills.
+#[test]
+fn acknowledged_writes_survive_sigkill_hot_tier() {
+    survives_sigkill(HOT_DB);
+}
+
+fn survives_sigkill(db_name: &str) {
     let seed = std::env::var("TIERKV_KILL_SEED")
         .ok()
         .map_or(DEFAULT_SEED, |s| {
@@ -501,7 +517,7 @@ fn acknowledged_writes_survive_sigkill() {
         });
     println!("TIERKV_KILL_SEED={seed}");
     let tmp = tempfile::tempdir().expect("temp dir");
-    let dir: PathBuf = tmp.path().join("db");
+    let dir: PathBuf = tmp.path().join(db_name);
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut candidates: Candidates = vec![(Model::new(), "empty".into())];
     let mut killed_during_recovery = 0;

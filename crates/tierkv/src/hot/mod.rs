@@ -627,13 +627,9 @@ impl HotStore {
                     r
                 };
                 let mut rng2 = rand::thread_rng();
-                let Some(i) = msc::choose(
-                    self.opts.msc_policy,
-                    n,
-                    &mut stats,
-                    &mut cursor,
-                    &mut rng2,
-                ) else {
+                let Some(i) =
+                    msc::choose(self.opts.msc_policy, n, &mut stats, &mut cursor, &mut rng2)
+                else {
                     break;
                 };
                 if !taken.insert((i, keep_popular)) {
