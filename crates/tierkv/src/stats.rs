@@ -485,6 +485,23 @@ impl fmt::Display for Stats {
             self.immutable_memtables,
             self.last_sequence,
             self.snapshots
-        )
+        )?;
+        if let Some(h) = &self.hot_tier {
+            write!(
+                f,
+                "\nhot store: {} objects, {}; reads {} hot, {} LSM; {} demoted in {} rounds \
+                 ({:.3} s); {} promoted; pin threshold {}",
+                h.objects,
+                human_bytes(h.bytes),
+                h.reads_hot,
+                h.reads_lsm,
+                h.demoted_objects,
+                h.demotion_rounds,
+                h.demotion_micros as f64 / 1e6,
+                h.promotions,
+                h.pin_threshold
+            )?;
+        }
+        Ok(())
     }
 }
