@@ -197,6 +197,14 @@ fn demotion_keeps_the_store_under_budget_and_every_value_readable() {
         }
         let hot = db.stats().hot_tier.unwrap();
         assert!(hot.demoted_objects > 0, "{policy:?}: {hot:?}");
+        // Batched reads see the same as point reads, whether the store or a table answers.
+        let keys: Vec<Vec<u8>> = (0..420u32)
+            .map(|i| format!("k{i:05}").into_bytes())
+            .collect();
+        let got = db.multi_get(&ReadOptions::default(), &keys).unwrap();
+        for (k, v) in keys.iter().zip(&got) {
+            assert_eq!(v, &get(&db, k), "{policy:?}: multi_get of {k:?}");
+        }
         assert!(hot.bytes <= 64 << 10, "{policy:?}: {hot:?}");
         for i in 0..400u32 {
             let want = format!("r5-{i}-{}", "x".repeat((i % 300) as usize * 2));

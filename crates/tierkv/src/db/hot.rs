@@ -2,9 +2,12 @@
 //! read path, flushes and recovery call. Every hook does nothing without a hot store.
 //!
 //! Ordering rules the hooks keep (see `docs/hot-tier.md`):
-//! - A read consults memtables, then the hot store, then the LSM. After a hot-store miss it
-//!   takes the *current* version: a demotion installs its table before it drops the objects
-//!   from the store, so a reader that missed them there finds them in that version.
+//! - A read consults memtables, then the hot store, then the LSM. A demotion installs its
+//!   table, then drops the objects from the store and bumps the store's epoch. A view records
+//!   the epoch before its version; a reader that misses the store and finds the epoch moved
+//!   takes a new view (its version might predate the table), otherwise its version is right.
+//!   (A reader cannot simply take the current version: a compaction since its view may have
+//!   dropped versions its sequence still sees.)
 //! - A flush writes the hot part (synced) before its MANIFEST edit, and frees what it
 //!   superseded after; a demotion runs in the flush job, so the store has one writer.
 
@@ -21,28 +24,40 @@ use crate::version::VersionEdit;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// What the hot store says about a point read.
+pub(super) enum HotAnswer {
+    /// Its answer: a value, or `None` for a delete.
+    Found(Option<Vec<u8>>),
+    /// The LSM answers, from the view's version.
+    Lsm,
+    /// A demotion moved objects to a table since the view was taken: take a new view.
+    Retry,
+}
+
 impl DbInner {
     /// Whether a live snapshot reads at a sequence in `[lo, hi)`.
     pub(super) fn snapshot_in(&self, lo: SeqNo, hi: SeqNo) -> bool {
         self.snapshots.any_in(lo, hi)
     }
 
-    /// The hot store's answer for a point read that missed the memtables, or `None` for the
-    /// LSM to answer (then `view.version` is the current version).
-    pub(super) fn hot_get(
-        &self,
-        view: &mut ReadView,
-        user_key: &[u8],
-    ) -> Result<Option<Option<Vec<u8>>>> {
+    /// The hot store's demotion epoch (0 without a store).
+    pub(super) fn hot_epoch(&self) -> u64 {
+        self.hot.as_ref().map_or(0, |h| h.epoch())
+    }
+
+    /// The hot store's answer for a point read that missed the memtables of `view`.
+    pub(super) fn hot_get(&self, view: &ReadView, user_key: &[u8]) -> Result<HotAnswer> {
         let Some(hot) = &self.hot else {
-            return Ok(None);
+            return Ok(HotAnswer::Lsm);
         };
         if let Some(answer) = hot.get(user_key, view.seq)? {
-            return Ok(Some(answer));
+            return Ok(HotAnswer::Found(answer));
         }
-        view.version = self.versions.current();
+        if hot.epoch() != view.hot_epoch {
+            return Ok(HotAnswer::Retry);
+        }
         hot.tracker.touch(user_key);
-        Ok(None)
+        Ok(HotAnswer::Lsm)
     }
 
     /// Counts a read the LSM served while a hot store is on.
@@ -57,20 +72,22 @@ impl DbInner {
         self.hot.as_ref().and_then(|h| h.latest_seq(user_key))
     }
 
-    /// The hot store's entries for an iterator over `view`, or `None`; refreshes
-    /// `view.version` (see the module doc).
+    /// The hot store's entries for an iterator over `view`: `None` without a store,
+    /// `Some(None)` if a demotion ran since the view was taken (take a new view).
     pub(super) fn hot_iter(
         &self,
-        view: &mut ReadView,
+        view: &ReadView,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
-    ) -> Result<Option<VecIter>> {
+    ) -> Result<Option<Option<VecIter>>> {
         let Some(hot) = &self.hot else {
             return Ok(None);
         };
         let entries = hot.collect(lower, upper, view.seq)?;
-        view.version = self.versions.current();
-        Ok(Some(VecIter::new(entries)))
+        if hot.epoch() != view.hot_epoch {
+            return Ok(Some(None));
+        }
+        Ok(Some(Some(VecIter::new(entries))))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The read path: point lookups through memtables, then tables level by level, and the
 //! construction of iterators over a consistent view.
 
+use super::hot::HotAnswer;
 use super::iter::{DbIterator, LevelIter};
 use super::DbInner;
 use crate::error::Result;
@@ -20,11 +21,15 @@ pub(super) struct ReadView {
     pub mems: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
     pub seq: SeqNo,
+    /// The hot store's demotion epoch, read before the version (see `db::hot`).
+    pub hot_epoch: u64,
 }
 
 impl DbInner {
     /// Captures the memtables (newest first) and version for a read at `opts.snapshot`.
     pub(super) fn read_view(&self, opts: &ReadOptions) -> ReadView {
+        // Hot tier hook: read before the version is captured.
+        let hot_epoch = self.hot_epoch();
         let state = self.state.lock();
         // NB: the sequence is read before the memtables are captured, so every write at or
         // below it is in one of them (or in the version).
@@ -36,20 +41,29 @@ impl DbInner {
         mems.extend(state.imm.iter().rev().cloned());
         let version = self.versions.current();
         drop(state);
-        ReadView { mems, version, seq }
+        ReadView {
+            mems,
+            version,
+            seq,
+            hot_epoch,
+        }
     }
 
     pub(super) fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let c = &self.counters;
         Counters::add(&c.gets, 1);
-        let mut view = self.read_view(opts);
-        if let Some(value) = self.memtable_lookup(&view, user_key) {
-            return Ok(value);
-        }
-        // Hot tier hook: memtables, then the hot store, then the LSM.
-        if let Some(value) = self.hot_get(&mut view, user_key)? {
-            return Ok(value);
-        }
+        let view = loop {
+            let view = self.read_view(opts);
+            if let Some(value) = self.memtable_lookup(&view, user_key) {
+                return Ok(value);
+            }
+            // Hot tier hook: memtables, then the hot store, then the LSM.
+            match self.hot_get(&view, user_key)? {
+                HotAnswer::Found(value) => return Ok(value),
+                HotAnswer::Lsm => break view,
+                HotAnswer::Retry => continue,
+            }
+        };
         let lookup = key::internal_key(user_key, view.seq, key::LOOKUP_KIND);
         for (level, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(&file)?;
@@ -153,15 +167,17 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
-        let mut view = self.read_view(&opts);
+        let view = self.read_view(&opts);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {
             children.push(Box::new(mem.iter()));
         }
         // Hot tier hook: the hot store's entries, between the memtables and the tables.
         let (lower, upper) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
-        if let Some(hot) = self.hot_iter(&mut view, lower, upper)? {
-            children.push(Box::new(hot));
+        match self.hot_iter(&view, lower, upper)? {
+            Some(Some(hot)) => children.push(Box::new(hot)),
+            Some(None) => return self.iter(opts),
+            None => {}
         }
         for file in &view.version.levels[0] {
             children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));

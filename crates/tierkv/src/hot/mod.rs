@@ -149,6 +149,8 @@ pub(crate) struct HotStore {
     opts: HotTierOptions,
     pub counters: HotCounters,
     read_only: bool,
+    /// Bumped each time a demotion drops objects from the index (under the index lock).
+    epoch: AtomicU64,
     /// The in-flight marker last written: `(log_number, lowest sequence)`.
     marker: Mutex<Option<(u64, SeqNo)>>,
 }
@@ -269,6 +271,7 @@ impl HotStore {
             opts: opts.clone(),
             counters: HotCounters::default(),
             read_only,
+            epoch: AtomicU64::new(0),
             marker: Mutex::new(marker),
         };
         if !wipe.is_empty() && !store.read_only() {
@@ -312,6 +315,11 @@ impl HotStore {
             return Err(slab.corruption(v.loc.slot, "slot holds another version"));
         }
         Ok(slot.value)
+    }
+
+    /// The demotion epoch: readers that missed the store after it moved take a new view.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     /// The sequence of the newest version of `user_key` here, if it has one.
@@ -696,6 +704,7 @@ impl HotStore {
                 index.drop_version(loc);
                 cleared.push(loc);
             }
+            self.epoch.fetch_add(1, Ordering::AcqRel);
         }
         let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
             .into_iter()
