@@ -74,6 +74,18 @@ fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
         drop(db);
         let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
         assert_eq!(get(&db, b"k0007").unwrap(), b"newer");
+        drop(db);
+        // Without the store its objects would be missing: such an open is refused.
+        let off = tiny()
+            .fault_tiers()
+            .wal(mode)
+            .fs(fs.clone())
+            .build()
+            .unwrap();
+        match Db::open(off) {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("hot_tier"), "{msg}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 }
 

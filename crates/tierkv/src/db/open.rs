@@ -391,6 +391,13 @@ fn flush_recovered(
 /// newest version (whose WAL may be gone).
 fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<HotStore>>> {
     if opts.hot_tier.mode != HotTier::Slab {
+        // NB: without the store its keys would silently read as their older LSM versions.
+        if !crate::hot::is_empty_store(&*opts.fs, &opts.tiers[0].path) {
+            return Err(Error::invalid(format!(
+                "the database in {} keeps objects in a hot store: open it with hot_tier = \"slab\"",
+                opts.tiers[0].path.display()
+            )));
+        }
         return Ok(None);
     }
     let version = versions.current();

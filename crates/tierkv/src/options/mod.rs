@@ -787,6 +787,7 @@ mod tests {
             "wal",
             "placement",
             "pipeline",
+            "hot_tier",
         ];
         assert!(OPTION_NAMES.iter().all(|(_, g, _)| groups.contains(g)));
         let o = Options::builder()
