@@ -14,6 +14,7 @@
 #                                       emulated io_uring ring, sync and async API, batches
 #   kill -9 (tests/kill.rs)             a child writing with Sync, SIGKILLed 8 times per run, in
 #                                       each WAL variant (group, parallel io_uring, parallel pwrite)
+#                                       and with the hot store on
 # A failing run's seed and output are kept in $CAMPAIGN_DIR (default target/crash-campaign).
 # With TIERKV_CAMPAIGN_BIN=DIR the test binaries are taken from DIR (crash-*, parallel_wal-*,
 # kill-*) instead of being built, e.g. to run a campaign on a machine without Rust.
@@ -73,7 +74,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     pwal_crashes=$((pwal_crashes + c))
     acked=$((acked + a))
 
-    for variant in group parallel_uring parallel_pwrite; do
+    for variant in group parallel_uring parallel_pwrite hot_tier; do
         run "kill-$variant" env TIERKV_KILL_SEED="$seed" "$kill_bin" --exact \
             "acknowledged_writes_survive_sigkill_$variant" --nocapture
         k=$(grep -c '^round [0-9]* (' "$out/last.log")
@@ -92,7 +93,7 @@ echo
 echo "== crash campaign: $iterations iterations in ${secs} s"
 echo "crashes simulated, group-commit WAL sweeps: $crashes"
 echo "crashes simulated, parallel-WAL sweeps:     $pwal_crashes"
-for variant in group parallel_uring parallel_pwrite; do
+for variant in group parallel_uring parallel_pwrite hot_tier; do
     echo "kills ($variant): ${kills[$variant]:-0}, writes acknowledged before them: ${kill_acked[$variant]:-0}"
 done
 echo "acknowledged writes checked: $acked"

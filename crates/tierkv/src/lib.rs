@@ -172,6 +172,7 @@ mod db;
 pub mod env;
 pub(crate) mod error;
 pub(crate) mod handle;
+pub(crate) mod hot;
 pub mod inspect;
 pub(crate) mod iter;
 pub(crate) mod key;
@@ -196,5 +197,6 @@ pub use options::{
     TableOptions, TierConfig, WalMode, WalOptions, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN,
     MAX_VALUE_LEN,
 };
+pub use options::{HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;
-pub use stats::{LevelStats, Stats, TierIo, TierStats};
+pub use stats::{HotTierStats, LevelStats, Stats, TierIo, TierStats};

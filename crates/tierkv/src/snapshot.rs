@@ -37,6 +37,12 @@ impl SnapshotList {
         live.keys().next().copied().unwrap_or_else(latest)
     }
 
+    /// True if a live snapshot reads at a sequence in `[lo, hi)`: a version at `lo` shadowed
+    /// at `hi` is still visible to it.
+    pub fn any_in(&self, lo: SeqNo, hi: SeqNo) -> bool {
+        lo < hi && self.live.lock().range(lo..hi).next().is_some()
+    }
+
     /// Number of live snapshots.
     pub fn len(&self) -> usize {
         self.live.lock().values().sum()

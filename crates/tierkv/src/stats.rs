@@ -247,6 +247,33 @@ pub struct Stats {
     pub placement_history: Vec<String>,
     /// Per-tier I/O rates over the last second or so.
     pub tier_io: Vec<TierIo>,
+    /// The hot store's report, when it is on (`hot_tier = "slab"`).
+    pub hot_tier: Option<HotTierStats>,
+}
+
+/// The hot store's report ([`Stats::hot_tier`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HotTierStats {
+    /// Objects (versions) in the store now.
+    pub objects: u64,
+    /// Bytes of the slots they take.
+    pub bytes: u64,
+    /// Per size class: slot size, objects, bytes.
+    pub by_class: Vec<(u64, u64, u64)>,
+    /// Point reads the hot store answered since open.
+    pub reads_hot: u64,
+    /// Point reads the LSM tables answered since open.
+    pub reads_lsm: u64,
+    /// Objects demoted to the LSM since open.
+    pub demoted_objects: u64,
+    /// Demotion (MSC) rounds since open.
+    pub demotion_rounds: u64,
+    /// Time demotions took (microseconds).
+    pub demotion_micros: u64,
+    /// Objects promoted from the LSM into the store since open.
+    pub promotions: u64,
+    /// The mapper's pinning threshold (clock value) now.
+    pub pin_threshold: u8,
 }
 
 impl Stats {
@@ -458,6 +485,23 @@ impl fmt::Display for Stats {
             self.immutable_memtables,
             self.last_sequence,
             self.snapshots
-        )
+        )?;
+        if let Some(h) = &self.hot_tier {
+            write!(
+                f,
+                "\nhot store: {} objects, {}; reads {} hot, {} LSM; {} demoted in {} rounds \
+                 ({:.3} s); {} promoted; pin threshold {}",
+                h.objects,
+                human_bytes(h.bytes),
+                h.reads_hot,
+                h.reads_lsm,
+                h.demoted_objects,
+                h.demotion_rounds,
+                h.demotion_micros as f64 / 1e6,
+                h.promotions,
+                h.pin_threshold
+            )?;
+        }
+        Ok(())
     }
 }

@@ -37,8 +37,8 @@ use std::time::Instant;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, FileLock, Fs, RandomAccessFile, WritableFile};
 use tierkv::inspect::LogReader;
 use tierkv::{
-    Compression, Db, Durability, Error, Options, ReadOptions, RecoveryMode, Result, WalMode,
-    WriteBatch, WriteOptions,
+    Compression, Db, Durability, Error, HotTier, Options, ReadOptions, RecoveryMode, Result,
+    WalMode, WriteBatch, WriteOptions,
 };
 
 /// Keys of the workload are `key0000..key0299`: few enough that keys are overwritten and deleted
@@ -83,6 +83,8 @@ impl FsOp {
             _ if name.starts_with("MANIFEST-") => "manifest",
             _ if name.starts_with("CURRENT") => "current",
             _ if name.starts_with("TIER") => "tier-identity",
+            _ if name.ends_with(".slab") => "hot-slab",
+            _ if name.starts_with("HOT-JOURNAL") => "hot-journal",
             _ => "other",
         }
     }
@@ -267,7 +269,43 @@ impl Fs for ProbeFs {
         path: &Path,
         len: u64,
     ) -> Result<Arc<dyn tierkv::env::PositionalFile>> {
-        self.0.fault.open_positional(path, len)
+        let inner = self.0.fault.open_positional(path, len)?;
+        Ok(Arc::new(ProbePositional {
+            inner,
+            probe: Arc::clone(&self.0),
+        }))
+    }
+}
+
+/// A positional file (the hot store's slabs, the parallel WAL's area) whose writes and syncs
+/// are crash points.
+struct ProbePositional {
+    inner: Arc<dyn tierkv::env::PositionalFile>,
+    probe: Arc<Probe>,
+}
+
+impl tierkv::env::PositionalFile for ProbePositional {
+    fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()> {
+        self.probe.mutate("pwrite", self.inner.path(), || {
+            self.inner.write_at(offset, data, durable)
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.probe
+            .mutate("fdatasync", self.inner.path(), || self.inner.sync())
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn path(&self) -> &Path {
+        self.inner.path()
     }
 }
 
@@ -295,6 +333,8 @@ struct Shape {
     incompressible: bool,
     /// Keys are padded to this length (the MANIFEST stores each table's first and last key).
     key_len: usize,
+    /// The hot store's budget (`hot_tier = "slab"`); 0: no hot store.
+    hot_budget: u64,
 }
 
 const BASE: Shape = Shape {
@@ -309,11 +349,15 @@ const BASE: Shape = Shape {
     max_value: 900,
     incompressible: false,
     key_len: 7,
+    hot_budget: 0,
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
-    sized(64 << 10, 16 << 10, shape.max_bytes_for_level_base)
-        .fault_tiers_capped(shape.fast_capacity)
+    let mut b = sized(64 << 10, 16 << 10, shape.max_bytes_for_level_base);
+    if shape.hot_budget > 0 {
+        b = b.hot_tier(HotTier::Slab).hot_budget(shape.hot_budget);
+    }
+    b.fault_tiers_capped(shape.fast_capacity)
         .levels_on_fast(shape.levels_on_fast)
         .l0_compaction_trigger(2)
         .compression(shape.compression)
@@ -949,6 +993,8 @@ fn crash_points(trace: &[FsOp], count: u64, every: &[&'static str]) -> Vec<At> {
         "current",
         "dir-sync",
         "remove-obsolete",
+        "hot-slab",
+        "hot-journal",
     ];
     for cat in rare {
         let calls = trace.iter().filter(|op| op.category() == cat).count();
@@ -1040,6 +1086,51 @@ fn crash_sweep_recovers_a_durable_prefix() {
             "no crash landed in {cat}: {coverage:?}"
         );
     }
+}
+
+/// The hot store on, below its budget: every small object lives in slabs, each update writes
+/// a new slot and frees the old one after its flush commits, and recovery rebuilds the index.
+#[test]
+fn crash_sweep_hot_tier() {
+    let shape = Shape {
+        name: "hot-tier",
+        hot_budget: 4 << 20,
+        ..BASE
+    };
+    let coverage = sweep(
+        shape,
+        STEPS / 2,
+        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
+        &[],
+    );
+    for cat in ["hot-slab", "hot-journal"] {
+        assert!(
+            coverage.get(cat).is_some_and(|&c| c > 0),
+            "no crash landed in {cat}: {coverage:?}"
+        );
+    }
+}
+
+/// The hot store over its budget: demotions write L0 tables and clear slots while flushes
+/// keep filling it.
+#[test]
+fn crash_sweep_hot_tier_demoting() {
+    let shape = Shape {
+        name: "hot-tier-demoting",
+        hot_budget: 64 << 10,
+        max_value: 400,
+        ..BASE
+    };
+    let coverage = sweep(
+        shape,
+        STEPS / 2,
+        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
+        &[],
+    );
+    assert!(
+        coverage.get("hot-slab").is_some_and(|&c| c > 0),
+        "no crash landed in a slab: {coverage:?}"
+    );
 }
 
 /// SpanDB's "PL" placement (only the WAL on the fast tier), no compression, one background

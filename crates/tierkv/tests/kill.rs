@@ -68,23 +68,35 @@ struct Variant {
     name: &'static str,
     mode: WalMode,
     io_uring: bool,
+    /// The hot store on (`hot_tier = "slab"`), with a budget small enough that demotions run
+    /// between kills.
+    hot: bool,
 }
 
-const VARIANTS: [Variant; 3] = [
+const VARIANTS: [Variant; 4] = [
     Variant {
         name: "group",
         mode: WalMode::Group,
         io_uring: false,
+        hot: false,
     },
     Variant {
         name: "parallel-uring",
         mode: WalMode::Parallel,
         io_uring: true,
+        hot: false,
     },
     Variant {
         name: "parallel-pwrite",
         mode: WalMode::Parallel,
         io_uring: false,
+        hot: false,
+    },
+    Variant {
+        name: "hot-tier",
+        mode: WalMode::Group,
+        io_uring: false,
+        hot: true,
     },
 ];
 
@@ -98,13 +110,17 @@ impl Variant {
 }
 
 fn options(dir: &Path, variant: Variant) -> Options {
-    tiny()
+    let b = tiny()
         .tiers_in(dir)
         .level_size_multiplier(4)
         .wal(variant.mode)
-        .wal_io_uring(variant.io_uring)
-        .build()
-        .expect("valid options")
+        .wal_io_uring(variant.io_uring);
+    let b = if variant.hot {
+        b.hot_tier(tierkv::HotTier::Slab).hot_budget(128 << 10)
+    } else {
+        b
+    };
+    b.build().expect("valid options")
 }
 
 /// The WAL I/O path (`Stats::wal_io_path`) `variant` takes on this machine, in `dir`'s file
@@ -578,6 +594,11 @@ fn acknowledged_writes_survive_sigkill_parallel_uring() {
 #[test]
 fn acknowledged_writes_survive_sigkill_parallel_pwrite() {
     survives_sigkill(Variant::named("parallel-pwrite"));
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_hot_tier() {
+    survives_sigkill(Variant::named("hot-tier"));
 }
 
 /// The rounds of kills and checks for one WAL variant.

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use tierkv::env::FaultFs;
 use tierkv::{
-    Compression, Db, DbIterator, Durability, Options, ReadOptions, Snapshot, TierConfig,
-    WriteBatch, WriteOptions,
+    Compression, Db, DbIterator, Durability, HotTier, Options, ReadOptions, Snapshot, TierConfig,
+    WalMode, WriteBatch, WriteOptions,
 };
 
 /// Keys written: small, so overwrites and deletes collide often.
@@ -67,6 +67,10 @@ struct Config {
     /// Real temporary directories instead of the in-memory `FaultFs`.
     real_dirs: bool,
     seed_salt: u64,
+    /// The WAL mode.
+    wal: WalMode,
+    /// The hot store's budget, when it is on (`hot_tier = "slab"`).
+    hot_budget: Option<u64>,
 }
 
 fn base_config(name: &'static str, seed_salt: u64) -> Config {
@@ -83,6 +87,8 @@ fn base_config(name: &'static str, seed_salt: u64) -> Config {
         fast_capacity: None,
         real_dirs: false,
         seed_salt,
+        wal: WalMode::Group,
+        hot_budget: None,
     }
 }
 
@@ -143,6 +149,36 @@ fn model_lof2_real_dirs() {
         level_multiplier: 3,
         real_dirs: true,
         ..base_config("lof2-zstd-real-dirs", 5)
+    });
+}
+
+#[test]
+fn model_hot_tier_group() {
+    run(Config {
+        hot_budget: Some(1 << 20),
+        ..base_config("hot-tier-group", 6)
+    });
+}
+
+#[test]
+fn model_hot_tier_parallel_demoting() {
+    // A budget below the live data: demotion runs after most flushes.
+    run(Config {
+        wal: WalMode::Parallel,
+        hot_budget: Some(64 << 10),
+        ..base_config("hot-tier-parallel-demoting", 7)
+    });
+}
+
+#[test]
+fn model_hot_tier_group_demoting_tight() {
+    run(Config {
+        levels_on_fast: 1,
+        block_size: 1024,
+        l0_trigger: 3,
+        background_threads: 1,
+        hot_budget: Some(128 << 10),
+        ..base_config("hot-tier-group-demoting", 8)
     });
 }
 
@@ -371,6 +407,10 @@ fn options(cfg: &Config, storage: &Storage, knobs: TableKnobs) -> Options {
     if let Storage::Memory(fs) = storage {
         b = b.fs(fs.clone());
     }
+    b = b.wal(cfg.wal);
+    if let Some(budget) = cfg.hot_budget {
+        b = b.hot_tier(HotTier::Slab).hot_budget(budget);
+    }
     b.build().expect("valid options")
 }
 
@@ -393,18 +433,25 @@ struct Totals {
     deepest_level: usize,
     /// Tables seen on the capacity tier at a level that prefers the fast tier.
     overflow_tables_seen: u64,
+    /// Point reads the hot store answered.
+    hot_reads: u64,
+    /// Objects demoted from the hot store.
+    demotions: u64,
 }
 
 impl std::fmt::Display for Totals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} flushes, {} compactions, {} reopens, deepest level L{}, {} overflowed tables",
+            "{} flushes, {} compactions, {} reopens, deepest level L{}, {} overflowed tables, \
+             {} hot reads, {} demotions",
             self.flushes,
             self.compactions,
             self.reopens,
             self.deepest_level,
-            self.overflow_tables_seen
+            self.overflow_tables_seen,
+            self.hot_reads,
+            self.demotions
         )
     }
 }
@@ -962,6 +1009,10 @@ impl Harness {
         let s = self.db().stats();
         self.totals.flushes += s.flushes;
         self.totals.compactions += s.compactions;
+        if let Some(h) = &s.hot_tier {
+            self.totals.hot_reads += h.reads_hot;
+            self.totals.demotions += h.demoted_objects;
+        }
         // The per-level compaction figures account for every compaction.
         let into: u64 = s.levels.iter().map(|l| l.compactions_into).sum();
         let read: u64 = s.levels.iter().map(|l| l.compaction_bytes_read).sum();
@@ -1085,8 +1136,20 @@ impl Harness {
             t.flushes > 5,
             "too few flushes for this test to mean much: {t}"
         );
-        assert!(t.compactions > 5, "too few compactions: {t}");
-        assert!(t.deepest_level >= 2, "no multi-level LSM was built: {t}");
+        match self.cfg.hot_budget {
+            // Below the budget every small object stays in the hot store: L0 gets the rest.
+            Some(budget) if budget >= 1 << 20 => {
+                assert!(t.hot_reads > 100, "the hot store served few reads: {t}")
+            }
+            Some(_) => {
+                assert!(t.demotions > 100, "the hot store demoted little: {t}");
+                assert!(t.compactions > 5, "too few compactions: {t}");
+            }
+            None => {
+                assert!(t.compactions > 5, "too few compactions: {t}");
+                assert!(t.deepest_level >= 2, "no multi-level LSM was built: {t}");
+            }
+        }
         if self.cfg.fast_capacity.is_some() {
             assert!(
                 t.overflow_tables_seen > 0,

@@ -228,10 +228,16 @@ const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 /// Writes the oldest immutable memtable to L0 and drops it from the list.
 fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     let mut filter = EntryFilter::new(db.oldest_snapshot());
-    let mut iter = mem.iter();
+    // Hot tier hook: the hot store takes its objects first; L0 gets the rest.
+    let mut hot_rest = super::hot::flush_hot_part(db, mem)?;
+    let mut mem_iter = mem.iter();
+    let iter: &mut dyn InternalIterator = match hot_rest {
+        Some(ref mut rest) => rest,
+        None => &mut mem_iter,
+    };
     let files = build_tables(
         &db.output_ctx(),
-        &mut iter,
+        iter,
         0,
         &mut filter,
         &|_| false,
@@ -252,7 +258,8 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     db.state.lock().imm.pop_front();
     db.wal.release_below(db.versions.log_number());
     Counters::add(&db.counters.flushes, 1);
-    Ok(())
+    // Hot tier hook: free what the flush superseded; demote if over budget.
+    super::hot::after_flush(db)
 }
 
 /// Runs `task` and counts it, with its time, against its output level.

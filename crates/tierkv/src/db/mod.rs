@@ -13,6 +13,7 @@
 //! iterators), `background` (flush, compaction, obsolete files).
 
 mod background;
+mod hot;
 mod iter;
 mod migrate;
 mod monitor;
@@ -97,6 +98,8 @@ pub(crate) struct DbInner {
     pacer: pacer::WritePacer,
     counters: Counters,
     _lock: Box<dyn FileLock>,
+    /// The hot store on the fast tier (`hot_tier = "slab"`), between memtables and the LSM.
+    hot: Option<Arc<crate::hot::HotStore>>,
 }
 
 /// A live table file, as [`Db::live_files`] reports it.
@@ -604,6 +607,7 @@ impl DbInner {
             background_paced_micros: self.tiers.background_limiter().waited_micros(),
             placement_history,
             tier_io: self.io_report(),
+            hot_tier: self.hot.as_ref().map(|h| h.stats()),
         }
     }
 }

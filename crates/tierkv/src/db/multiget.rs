@@ -8,6 +8,7 @@
 //! key either finds its entry or goes on to its next table in the following round. A batch of
 //! keys thus costs about one device round trip per table depth, not one per key.
 
+use super::hot::HotAnswer;
 use super::DbInner;
 use crate::env::{read_batch, ReadRequest};
 use crate::error::Result;
@@ -53,21 +54,36 @@ impl DbInner {
     pub(super) fn multi_get(&self, opts: &ReadOptions, keys: &[&[u8]]) -> Result<Values> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.gets, keys.len() as u64);
-        let view = self.read_view(opts);
-        let mut out: Values = vec![None; keys.len()];
+        let mut out: Values;
         let mut searching = Vec::new();
-        for (index, &user_key) in keys.iter().enumerate() {
-            match self.memtable_lookup(&view, user_key) {
-                Some(value) => out[index] = value,
-                None => searching.push(KeySearch {
-                    index,
-                    lookup: key::internal_key(user_key, view.seq, key::LOOKUP_KIND),
-                    files: view.version.files_for_key(user_key),
-                    next: 0,
-                    trace: ReadTrace::default(),
-                }),
+        // NB: the view lives until the rounds end: its version keeps their tables' files.
+        let _view = 'view: loop {
+            let view = self.read_view(opts);
+            out = vec![None; keys.len()];
+            searching.clear();
+            for (index, &user_key) in keys.iter().enumerate() {
+                // Hot tier hook: memtables, then the hot store, then the tables.
+                let found = match self.memtable_lookup(&view, user_key) {
+                    Some(value) => Some(value),
+                    None => match self.hot_get(&view, user_key)? {
+                        HotAnswer::Found(value) => Some(value),
+                        HotAnswer::Lsm => None,
+                        HotAnswer::Retry => continue 'view,
+                    },
+                };
+                match found {
+                    Some(value) => out[index] = value,
+                    None => searching.push(KeySearch {
+                        index,
+                        lookup: key::internal_key(user_key, view.seq, key::LOOKUP_KIND),
+                        files: view.version.files_for_key(user_key),
+                        next: 0,
+                        trace: ReadTrace::default(),
+                    }),
+                }
             }
-        }
+            break view;
+        };
         while !searching.is_empty() {
             searching = self.multi_get_round(searching, opts.fill_cache, &mut out)?;
         }

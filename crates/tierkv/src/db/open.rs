@@ -12,8 +12,9 @@ use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
+use crate::hot::{HotStore, VecIter};
 use crate::memtable::MemTable;
-use crate::options::{Options, Placement};
+use crate::options::{HotTier, Options, Placement};
 use crate::placement::iomon::{IoMonitor, WindowConfig};
 use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
@@ -87,6 +88,9 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         placer: &placer,
         replicas: None,
     };
+    // Hot tier hook: the store is rebuilt from its slabs before the WAL replays, so that
+    // recovery's flushes route hot keys to it as a running database's flushes do.
+    let hot = open_hot_store(&opts, &versions)?;
     let (imm, replayed) = if opts.read_only {
         let mut mems = Vec::new();
         let replayed = replay_wals(&ctx, &mut |m| {
@@ -95,7 +99,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         })?;
         (mems.into(), replayed)
     } else {
-        (VecDeque::new(), recover_to_tables(&ctx)?)
+        (VecDeque::new(), recover_to_tables(&ctx, hot.as_deref())?)
     };
     // NB: a read-only open has no WAL, and its memtables are all immutable.
     let number = if opts.read_only {
@@ -141,6 +145,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         ),
         counters: Counters::default(),
         _lock: lock,
+        hot,
         tiers,
         versions,
         opts,
@@ -152,13 +157,13 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
 
 /// Replays the WALs into L0 tables and records them in a new MANIFEST, which names the first
 /// memtable's number as its log number.
-fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<Replayed> {
+fn recover_to_tables(ctx: &OutputCtx<'_>, hot: Option<&HotStore>) -> Result<Replayed> {
     let mut edit = VersionEdit::default();
     // NB: each table's tier space stays reserved until the MANIFEST lists it, so that the
     // tables of several replayed memtables cannot overcommit a tier.
     let mut outputs = Vec::new();
     let replayed = replay_wals(ctx, &mut |mem| {
-        flush_recovered(ctx, &mem, &mut edit, &mut outputs)
+        flush_recovered(ctx, hot, &mem, &mut edit, &mut outputs)
     })?;
     // NB: the new MANIFEST (naming the new WAL number) is durable before the WAL exists:
     // after a crash in between, no WAL at or above that number exists and nothing is replayed.
@@ -166,6 +171,9 @@ fn recover_to_tables(ctx: &OutputCtx<'_>) -> Result<Replayed> {
     edit.log_number = Some(wal_number);
     ctx.versions.write_new_manifest(edit)?;
     drop(outputs);
+    if let Some(hot) = hot {
+        hot.commit(&|_, _| false);
+    }
     Ok(replayed)
 }
 
@@ -180,6 +188,7 @@ fn check_new_database_dirs(opts: &Options) -> Result<()> {
         for name in opts.fs.list_dir(&tier.path)? {
             let ours = name == LOCK_FILE
                 || name == tier::IDENTITY_FILE
+                || (name == crate::hot::DIR && crate::hot::is_empty_store(&*opts.fs, &tier.path))
                 || name.ends_with(".tmp")
                 || matches!(tier::parse_file_name(&name), Some((FileKind::Manifest, _)));
             if ours {
@@ -340,6 +349,7 @@ impl ReplaySink for MemtableSink<'_, '_> {
 
 fn flush_recovered(
     ctx: &OutputCtx<'_>,
+    hot: Option<&HotStore>,
     mem: &Arc<MemTable>,
     edit: &mut VersionEdit,
     outputs: &mut Vec<TableOutput>,
@@ -347,11 +357,24 @@ fn flush_recovered(
     if mem.is_empty() {
         return Ok(());
     }
-    let mut iter = mem.iter();
+    let mut mem_iter = mem.iter();
+    // Hot tier hook: as in a flush, the hot store takes its objects first.
+    let mut hot_rest = match hot {
+        Some(hot) => Some(VecIter::new(hot.absorb(
+            &mut mem.iter(),
+            ctx.versions.log_number(),
+            &|_, _| false,
+        )?)),
+        None => None,
+    };
+    let iter: &mut dyn crate::iter::InternalIterator = match hot_rest {
+        Some(ref mut rest) => rest,
+        None => &mut mem_iter,
+    };
     let mut filter = EntryFilter::new(0);
     let files = build_tables(
         ctx,
-        &mut iter,
+        iter,
         0,
         &mut filter,
         &|_| false,
@@ -362,6 +385,35 @@ fn flush_recovered(
         .extend(files.iter().map(|out| ctx.record(0, &out.meta)));
     outputs.extend(files);
     Ok(())
+}
+
+/// Opens the hot store if the options ask for one, and moves the last sequence past its
+/// newest version (whose WAL may be gone).
+fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<HotStore>>> {
+    if opts.hot_tier.mode != HotTier::Slab {
+        // NB: without the store its keys would silently read as their older LSM versions.
+        if !crate::hot::is_empty_store(&*opts.fs, &opts.tiers[0].path) {
+            return Err(Error::invalid(format!(
+                "the database in {} keeps objects in a hot store: open it with hot_tier = \"slab\"",
+                opts.tiers[0].path.display()
+            )));
+        }
+        return Ok(None);
+    }
+    let version = versions.current();
+    let entries = version.all_files().map(|(_, f)| f.num_entries).sum();
+    let (hot, max_seq) = HotStore::open(
+        &opts.fs,
+        &opts.tiers[0].path,
+        &opts.hot_tier,
+        versions.log_number(),
+        entries,
+        opts.read_only,
+    )?;
+    if max_seq > versions.last_sequence() {
+        versions.set_last_sequence(max_seq);
+    }
+    Ok(Some(Arc::new(hot)))
 }
 
 /// The per-tier I/O monitor, with tier 0's bandwidth ceiling: configured, or (with automatic

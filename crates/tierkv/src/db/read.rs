@@ -1,6 +1,7 @@
 //! The read path: point lookups through memtables, then tables level by level, and the
 //! construction of iterators over a consistent view.
 
+use super::hot::HotAnswer;
 use super::iter::{DbIterator, LevelIter};
 use super::DbInner;
 use crate::error::Result;
@@ -20,11 +21,15 @@ pub(super) struct ReadView {
     pub mems: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
     pub seq: SeqNo,
+    /// The hot store's demotion epoch, read before the version (see `db::hot`).
+    pub hot_epoch: u64,
 }
 
 impl DbInner {
     /// Captures the memtables (newest first) and version for a read at `opts.snapshot`.
     pub(super) fn read_view(&self, opts: &ReadOptions) -> ReadView {
+        // Hot tier hook: read before the version is captured.
+        let hot_epoch = self.hot_epoch();
         let state = self.state.lock();
         // NB: the sequence is read before the memtables are captured, so every write at or
         // below it is in one of them (or in the version).
@@ -36,16 +41,29 @@ impl DbInner {
         mems.extend(state.imm.iter().rev().cloned());
         let version = self.versions.current();
         drop(state);
-        ReadView { mems, version, seq }
+        ReadView {
+            mems,
+            version,
+            seq,
+            hot_epoch,
+        }
     }
 
     pub(super) fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let c = &self.counters;
         Counters::add(&c.gets, 1);
-        let view = self.read_view(opts);
-        if let Some(value) = self.memtable_lookup(&view, user_key) {
-            return Ok(value);
-        }
+        let view = loop {
+            let view = self.read_view(opts);
+            if let Some(value) = self.memtable_lookup(&view, user_key) {
+                return Ok(value);
+            }
+            // Hot tier hook: memtables, then the hot store, then the LSM.
+            match self.hot_get(&view, user_key)? {
+                HotAnswer::Found(value) => return Ok(value),
+                HotAnswer::Lsm => break view,
+                HotAnswer::Retry => continue,
+            }
+        };
         let lookup = key::internal_key(user_key, view.seq, key::LOOKUP_KIND);
         for (level, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(&file)?;
@@ -58,6 +76,7 @@ impl DbInner {
                 continue;
             };
             self.count_table_read(level, file.tier, &trace);
+            self.hot_count_lsm_read();
             let kind = key::parse_internal_key(&ikey).map(|p| p.kind);
             return Ok((kind == Some(ValueKind::Value)).then_some(value));
         }
@@ -106,12 +125,17 @@ impl DbInner {
     /// tables newest first), visible or not; `None` if the key was never written or its
     /// history was compacted away entirely.
     pub(super) fn latest_seq(&self, user_key: &[u8]) -> Result<Option<SeqNo>> {
-        let view = self.read_view(&ReadOptions::default());
+        let mut view = self.read_view(&ReadOptions::default());
         for mem in &view.mems {
             if let Some(seq) = mem.latest_seq(user_key) {
                 return Ok(Some(seq));
             }
         }
+        // Hot tier hook: a hot version is newer than any LSM version of its key.
+        if let Some(seq) = self.hot_latest_seq(user_key) {
+            return Ok(Some(seq));
+        }
+        view.version = self.versions.current();
         let lookup = key::internal_key(user_key, key::MAX_SEQNO, key::LOOKUP_KIND);
         for (_, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(&file)?;
@@ -147,6 +171,13 @@ impl DbInner {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {
             children.push(Box::new(mem.iter()));
+        }
+        // Hot tier hook: the hot store's entries, between the memtables and the tables.
+        let (lower, upper) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
+        match self.hot_iter(&view, lower, upper)? {
+            Some(Some(hot)) => children.push(Box::new(hot)),
+            Some(None) => return self.iter(opts),
+            None => {}
         }
         for file in &view.version.levels[0] {
             children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));

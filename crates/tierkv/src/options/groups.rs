@@ -411,6 +411,72 @@ impl PipelineOptions {
     }
 }
 
+/// Whether the database keeps a hot store on the fast tier (`docs/hot-tier.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HotTier {
+    /// No hot store: flushes write every object to L0.
+    #[default]
+    Off,
+    /// PrismDB's hot store: popular small objects in slab files on tier 0, in front of the LSM.
+    Slab,
+}
+
+/// How the hot store picks the key range to demote to the LSM (PrismDB's MSC compaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MscPolicy {
+    /// A random candidate range.
+    Random,
+    /// The candidate ranges in key order, one after another.
+    RoundRobin,
+    /// The best benefit/cost score over every candidate.
+    Precise,
+    /// The best score of 8 random candidates.
+    #[default]
+    Approximate,
+}
+
+/// The hot store (PrismDB): a read-aware tier of slab files on the fast tier.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HotTierOptions {
+    /// Off or `slab`. Default off.
+    pub mode: HotTier,
+    /// Bytes of slots the hot store may hold on tier 0; demotion starts above 98% of it and
+    /// stops at 95%. Default 1 GiB. Range 64 KiB..=16 TiB.
+    #[serde(deserialize_with = "de_size")]
+    pub budget: u64,
+    /// Keys the popularity tracker follows, as a share of the keys in the database at open.
+    /// Default 0.2. Range 0.0..=1.0.
+    pub tracker_share: f64,
+    /// Share of the hot store's objects the mapper pins (never demoted while others can go).
+    /// Default 0.7. Range 0.0..=1.0.
+    pub pinned_share: f64,
+    /// How the range to demote is chosen. Default approximate.
+    pub msc_policy: MscPolicy,
+}
+
+impl Default for HotTierOptions {
+    fn default() -> Self {
+        HotTierOptions {
+            mode: HotTier::Off,
+            budget: 1 << 30,
+            tracker_share: 0.2,
+            pinned_share: 0.7,
+            msc_policy: MscPolicy::Approximate,
+        }
+    }
+}
+
+impl HotTierOptions {
+    fn validate(&self) -> Result<()> {
+        check_range("hot_budget", self.budget, 64 << 10, 16 << 40)?;
+        check_range("hot_tracker_share", self.tracker_share, 0.0, 1.0)?;
+        check_range("hot_pinned_share", self.pinned_share, 0.0, 1.0)
+    }
+}
+
 /// Checks every group (the tiers are checked by `Options`).
 pub(super) fn validate_groups(o: &super::Options) -> Result<()> {
     o.compaction.validate()?;
@@ -418,5 +484,6 @@ pub(super) fn validate_groups(o: &super::Options) -> Result<()> {
     o.table.validate()?;
     o.wal.validate()?;
     o.pipeline.validate()?;
+    o.hot_tier.validate()?;
     o.placement.validate(o.compaction.num_levels)
 }

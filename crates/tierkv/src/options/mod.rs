@@ -13,6 +13,7 @@ pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
     TableOptions, WalMode, WalOptions,
 };
+pub use groups::{HotTier, HotTierOptions, MscPolicy};
 pub use toml_file::parse_size;
 
 use crate::env::{Fs, PosixFs};
@@ -112,6 +113,8 @@ pub struct Options {
     /// The file system all I/O goes through. Default: the POSIX one. Not in TOML.
     #[serde(skip)]
     pub fs: Arc<dyn Fs>,
+    /// The hot store on the fast tier (`[hot_tier]`; off by default).
+    pub hot_tier: HotTierOptions,
 }
 
 impl fmt::Debug for Options {
@@ -128,6 +131,7 @@ impl fmt::Debug for Options {
             .field("wal", &self.wal.mode)
             .field("placement", &self.placement.mode)
             .field("pipeline", &self.pipeline)
+            .field("hot_tier", &self.hot_tier.mode)
             .finish_non_exhaustive()
     }
 }
@@ -147,6 +151,7 @@ impl Default for Options {
             placement: PlacementOptions::default(),
             pipeline: PipelineOptions::default(),
             fs: Arc::new(PosixFs::new()),
+            hot_tier: HotTierOptions::default(),
         }
     }
 }
@@ -441,6 +446,11 @@ options_by_name! {
     auto_replicas: bool => @ placement.auto_replicas;
     pipeline_workers: usize => @ pipeline.workers;
     max_pending_requests: usize => @ pipeline.max_pending_requests;
+    hot_tier: HotTier => @ hot_tier.mode;
+    hot_budget: u64 => @ hot_tier.budget;
+    hot_tracker_share: f64 => @ hot_tier.tracker_share;
+    hot_pinned_share: f64 => @ hot_tier.pinned_share;
+    msc_policy: MscPolicy => @ hot_tier.msc_policy;
 }
 
 /// Builds [`Options`]; `build` validates.
@@ -787,6 +797,7 @@ mod tests {
             "wal",
             "placement",
             "pipeline",
+            "hot_tier",
         ];
         assert!(OPTION_NAMES.iter().all(|(_, g, _)| groups.contains(g)));
         let o = Options::builder()

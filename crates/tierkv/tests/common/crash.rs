@@ -99,7 +99,9 @@ impl FsImage {
             dirs: Vec::new(),
             files: Vec::new(),
         };
-        for dir in [FAST, CAPACITY].map(Path::new) {
+        // NB: the hot store keeps its slabs in a directory of the fast tier.
+        let hot = Path::new(FAST).join("hot");
+        for dir in [Path::new(FAST), &hot, Path::new(CAPACITY)] {
             let Ok(mut names) = fs.list_dir(dir) else {
                 continue;
             };

@@ -1,0 +1,890 @@
+//! The hot store (PrismDB, `hot_tier = "slab"`): the popular small objects, kept in slab files
+//! on the fast tier between the memtables and the LSM tree, with a DRAM index.
+//!
+//! Design (the full argument is in `docs/hot-tier.md`):
+//! - A flush hands each key of the memtable either to the hot store (a key already in it, or a
+//!   new one that fits a slot while the store is below its budget) or to L0. A key in the hot
+//!   store takes all its later versions: a value too large for a slot goes to L0 and the store
+//!   records an `InLsm` marker at its sequence. So for every key in the store, every LSM
+//!   version is older than every hot version, and a read may stop at the hot store.
+//! - Versions are written out of place; the version they supersede is freed once the flush
+//!   that wrote its successor is in the MANIFEST, or kept while a live snapshot needs it.
+//! - Crash safety: before a flush writes slots, an in-flight marker (`HOT-INFLIGHT`: the
+//!   MANIFEST's log number and the flush's lowest sequence) is made durable. If recovery finds
+//!   the log number unchanged, that flush never committed: its slots (sequence at or above the
+//!   lowest) are ignored, since the WAL replays them, and damaged slots are torn writes of it.
+//!   Otherwise a damaged slot is corruption.
+//! - Demotion writes the demoted objects into an L0 table, installs it, then clears their
+//!   slots; every hot version is older than any unflushed write, so the table is ordered
+//!   correctly among L0's (by largest sequence).
+
+pub(crate) mod msc;
+pub(crate) mod slab;
+pub(crate) mod tracker;
+
+use crate::env::Fs;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind};
+use crate::options::HotTierOptions;
+use parking_lot::{Mutex, RwLock};
+use rand::Rng;
+use slab::{SlabFile, SlotKind, CLASS_SIZES};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tracker::{Mapper, Tracker};
+
+/// The hot store's directory under tier 0.
+pub(crate) const DIR: &str = "hot";
+/// The job journal's file name (in [`DIR`]): the in-flight marker and the page images of the
+/// last job that wrote slabs.
+const JOURNAL: &str = "HOT-JOURNAL";
+/// The journal's first bytes.
+const JOURNAL_MAGIC: &[u8; 8] = b"TKVHOTJ1";
+/// A free slot's header.
+const CLEAR: [u8; slab::HEADER] = [0; slab::HEADER];
+/// Demotion starts above this share of the budget...
+const HIGH_WATERMARK: f64 = 0.98;
+/// ...and stops at this one.
+const LOW_WATERMARK: f64 = 0.95;
+/// Smallest tracker.
+const MIN_TRACKED: usize = 64 << 10;
+
+/// Where a version lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub class: usize,
+    pub slot: u64,
+}
+
+/// One version of a key in the store.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HotVersion {
+    pub seq: SeqNo,
+    pub kind: SlotKind,
+    pub loc: Loc,
+}
+
+/// The DRAM index and slot allocation.
+#[derive(Default)]
+struct Index {
+    /// Versions of each key, newest first.
+    map: BTreeMap<Vec<u8>, Vec<HotVersion>>,
+    /// Free slots per class (reused most recently freed first).
+    free: Vec<Vec<u64>>,
+    /// Slots per class ever handed out (the next never-used slot).
+    next: Vec<u64>,
+    /// Bytes of the slots in use.
+    bytes: u64,
+    /// Versions in the store.
+    objects: u64,
+}
+
+impl Index {
+    fn alloc(&mut self, class: usize) -> Loc {
+        let slot = self.free[class].pop().unwrap_or_else(|| {
+            self.next[class] += 1;
+            self.next[class] - 1
+        });
+        self.bytes += CLASS_SIZES[class] as u64;
+        self.objects += 1;
+        Loc { class, slot }
+    }
+
+    /// Forgets a version's slot for accounting; the slot itself is freed by the caller.
+    fn drop_version(&mut self, loc: Loc) {
+        self.bytes -= CLASS_SIZES[loc.class] as u64;
+        self.objects -= 1;
+    }
+}
+
+/// What only the flush/demotion job touches.
+#[derive(Default)]
+struct Pending {
+    /// Slots of superseded versions, freed when the writing job commits.
+    to_free: Vec<Loc>,
+    /// Free slots whose old contents are still on disk: cleared (zero header) by the next job
+    /// before it writes, so a stale version can never outlive its key's demotion.
+    clears: Vec<Loc>,
+    /// Keys holding versions older than their newest (kept for snapshots).
+    retained: BTreeSet<Vec<u8>>,
+    /// Round-robin position of the MSC policy.
+    cursor: usize,
+}
+
+/// The hot store's counters.
+#[derive(Debug, Default)]
+pub(crate) struct HotCounters {
+    pub reads_hot: AtomicU64,
+    pub reads_lsm: AtomicU64,
+    pub demoted_objects: AtomicU64,
+    pub demotion_rounds: AtomicU64,
+    pub demotion_micros: AtomicU64,
+    pub promotions: AtomicU64,
+}
+
+/// A memtable entry of one key: sequence, kind, value.
+type MemVersion = (SeqNo, ValueKind, Vec<u8>);
+
+/// Objects handed to the LSM by a flush or a demotion: internal key and value, sorted.
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A planned demotion: the table entries to write and the versions they replace.
+pub(crate) struct Demotion {
+    pub entries: Entries,
+    victims: Vec<(Vec<u8>, SeqNo, Loc)>,
+}
+
+/// The hot store.
+pub(crate) struct HotStore {
+    dir: PathBuf,
+    fs: Arc<dyn Fs>,
+    slabs: Vec<SlabFile>,
+    index: RwLock<Index>,
+    pending: Mutex<Pending>,
+    /// Per-key popularity.
+    pub tracker: Tracker,
+    opts: HotTierOptions,
+    pub counters: HotCounters,
+    read_only: bool,
+    /// Bumped each time a demotion drops objects from the index (under the index lock).
+    epoch: AtomicU64,
+    /// The in-flight marker last written: `(log_number, lowest sequence)`.
+    marker: Mutex<Option<(u64, SeqNo)>>,
+}
+
+impl HotStore {
+    /// Opens the store in tier 0's directory `dir0`: scans every slab and rebuilds the index
+    /// (newest sequence wins). `log_number` is the MANIFEST's; `lsm_entries` sizes the
+    /// tracker. Returns the store and the highest sequence in it.
+    pub fn open(
+        fs: &Arc<dyn Fs>,
+        dir0: &Path,
+        opts: &HotTierOptions,
+        log_number: u64,
+        lsm_entries: u64,
+        read_only: bool,
+    ) -> Result<(HotStore, SeqNo)> {
+        let dir = dir0.join(DIR);
+        if !read_only {
+            fs.create_dir_all(&dir)?;
+        }
+        // Finish the last job first: its journal holds every page it wrote in place.
+        let journal = read_journal(fs.as_ref(), &dir.join(JOURNAL))?;
+        let marker = journal.as_ref().map(|j| (j.log_number, j.lowest));
+        let uncommitted = marker.filter(|&(l, _)| l == log_number).map(|(_, lo)| lo);
+        let mut slabs = Vec::with_capacity(CLASS_SIZES.len());
+        for class in 0..CLASS_SIZES.len() {
+            if read_only && !fs.exists(&dir.join(slab::file_name(class))) {
+                // A read-only open of a database whose store was never written.
+                slabs.clear();
+                break;
+            }
+            slabs.push(SlabFile::open(fs, &dir, class)?);
+        }
+        let mut overlay = std::collections::HashMap::new();
+        for (class, page, image) in journal.map(|j| j.pages).unwrap_or_default() {
+            let Some(slab) = slabs.get(class) else {
+                continue;
+            };
+            if read_only {
+                overlay.insert((class, page), image);
+            } else {
+                slab.write_page(page, &image)?;
+            }
+        }
+        if !read_only {
+            for slab in &slabs {
+                slab.sync()?;
+            }
+            // NB: the slab files' names must survive a power loss.
+            fs.sync_dir(&dir)?;
+        }
+        let mut index = Index {
+            free: vec![Vec::new(); CLASS_SIZES.len()],
+            next: vec![0; CLASS_SIZES.len()],
+            ..Index::default()
+        };
+        let mut pending = Pending::default();
+        let mut wipe = Vec::new();
+        let mut max_seq = 0;
+        for (class, slab) in slabs.iter().enumerate() {
+            let capacity = slab.capacity();
+            index.next[class] = capacity;
+            let per_page = (slab::PAGE / slab.slot_size) as u64;
+            let mut page_buf = Vec::new();
+            for slot in 0..capacity {
+                let page = slot / per_page;
+                if slot % per_page == 0 {
+                    page_buf = match overlay.get(&(class, page)) {
+                        Some(image) => image.clone(),
+                        None => slab.read_page(page)?,
+                    };
+                }
+                let at = (slab::slot_offset(slab.slot_size, slot) % slab::PAGE as u64) as usize;
+                let loc = Loc { class, slot };
+                match slab::decode_slot(&page_buf[at..at + slab.slot_size]) {
+                    Err(what) => return Err(slab.corruption(slot, what)),
+                    Ok(None) => index.free[class].push(slot),
+                    Ok(Some(s)) if uncommitted.is_some_and(|lo| s.seq >= lo) => {
+                        // Written by a flush the MANIFEST never recorded: its WAL replays it.
+                        index.free[class].push(slot);
+                        wipe.push(loc);
+                    }
+                    Ok(Some(s)) => {
+                        max_seq = max_seq.max(s.seq);
+                        let v = HotVersion {
+                            seq: s.seq,
+                            kind: s.kind,
+                            loc,
+                        };
+                        let versions = index.map.entry(s.key).or_default();
+                        // NB: after a restart no snapshot is live: only the newest counts.
+                        let stale = match versions.first_mut() {
+                            None => {
+                                versions.push(v);
+                                index.bytes += CLASS_SIZES[class] as u64;
+                                index.objects += 1;
+                                continue;
+                            }
+                            Some(cur) if cur.seq >= v.seq => v,
+                            Some(cur) => std::mem::replace(cur, v),
+                        };
+                        index.free[stale.loc.class].push(stale.loc.slot);
+                        pending.clears.push(stale.loc);
+                    }
+                }
+            }
+            // NB: lowest slots first, so the store stays compact.
+            index.free[class].reverse();
+        }
+        let tracked = ((lsm_entries + index.map.len() as u64) as f64 * opts.tracker_share) as usize;
+        let store = HotStore {
+            dir,
+            fs: Arc::clone(fs),
+            slabs,
+            index: RwLock::new(index),
+            pending: Mutex::new(pending),
+            tracker: Tracker::new(tracked.max(MIN_TRACKED)),
+            opts: opts.clone(),
+            counters: HotCounters::default(),
+            read_only,
+            epoch: AtomicU64::new(0),
+            marker: Mutex::new(marker),
+        };
+        if !wipe.is_empty() && !store.read_only() {
+            // NB: before the log number moves on, after which they would look committed.
+            let clears: Vec<_> = wipe.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
+            store.run_job(log_number, uncommitted.unwrap_or(SeqNo::MAX), clears)?;
+        }
+        Ok((store, max_seq))
+    }
+
+    /// The store's answer for `user_key` at `seq`: `Some(value, or None for a delete)`, or
+    /// `None` if the LSM must answer (the key is not here, only newer versions are, or its
+    /// newest visible version is in the LSM).
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Option<Vec<u8>>>> {
+        let index = self.index.read();
+        let Some(v) = index
+            .map
+            .get(user_key)
+            .and_then(|vs| vs.iter().find(|v| v.seq <= seq))
+        else {
+            return Ok(None);
+        };
+        let answer = match v.kind {
+            SlotKind::InLsm => return Ok(None),
+            SlotKind::Deletion => None,
+            SlotKind::Value => Some(self.read_value(user_key, v)?),
+        };
+        drop(index);
+        self.tracker.touch(user_key);
+        self.counters.reads_hot.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(answer))
+    }
+
+    /// Reads version `v` of `user_key` (the index lock held, so its slot is not reused).
+    fn read_value(&self, user_key: &[u8], v: &HotVersion) -> Result<Vec<u8>> {
+        let slab = &self.slabs[v.loc.class];
+        let slot = slab
+            .read_slot(v.loc.slot)?
+            .ok_or_else(|| slab.corruption(v.loc.slot, "indexed slot is free"))?;
+        if slot.seq != v.seq || slot.key != user_key {
+            return Err(slab.corruption(v.loc.slot, "slot holds another version"));
+        }
+        Ok(slot.value)
+    }
+
+    /// The demotion epoch: readers that missed the store after it moved take a new view.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The sequence of the newest version of `user_key` here, if it has one.
+    pub fn latest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        self.index
+            .read()
+            .map
+            .get(user_key)
+            .and_then(|vs| vs.first())
+            .map(|v| v.seq)
+    }
+
+    /// Every key's newest version at or below `seq` in `[lower, upper)`, as internal-key
+    /// entries for an iterator (`InLsm` versions are left to the LSM, which holds them).
+    pub fn collect(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        seq: SeqNo,
+    ) -> Result<Entries> {
+        use std::ops::Bound;
+        let mut out = Vec::new();
+        if let (Some(l), Some(u)) = (lower, upper) {
+            if l >= u {
+                return Ok(out);
+            }
+        }
+        let index = self.index.read();
+        let lo = lower.map_or(Bound::Unbounded, Bound::Included);
+        let hi = upper.map_or(Bound::Unbounded, Bound::Excluded);
+        for (k, vs) in index.map.range::<[u8], _>((lo, hi)) {
+            let Some(v) = vs.iter().find(|v| v.seq <= seq) else {
+                continue;
+            };
+            match v.kind {
+                SlotKind::InLsm => {}
+                SlotKind::Deletion => {
+                    out.push((key::internal_key(k, v.seq, ValueKind::Deletion), Vec::new()))
+                }
+                SlotKind::Value => out.push((
+                    key::internal_key(k, v.seq, ValueKind::Value),
+                    self.read_value(k, v)?,
+                )),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs a job's slot writes (`(slot, bytes)`, applied in order) crash-safely. The pages
+    /// they touch are composed in memory and written, with the in-flight marker
+    /// `(log_number, lowest)`, to the journal (atomically and durably) before any is written in
+    /// place; then the slabs are synced. A crash can tear or drop in-place page writes (and
+    /// with them neighbouring slots of committed data); recovery rewrites the journal's pages
+    /// first, so the job is either not started or complete.
+    fn run_job(&self, log_number: u64, lowest: SeqNo, writes: Vec<(Loc, Vec<u8>)>) -> Result<()> {
+        let mut marker = self.marker.lock();
+        // NB: recovery flushes several memtables under one log number: the marker covers all.
+        let lowest = match *marker {
+            Some((l, lo)) if l == log_number => lo.min(lowest),
+            _ => lowest,
+        };
+        *marker = Some((log_number, lowest));
+        let mut pages: BTreeMap<(usize, u64), Vec<u8>> = BTreeMap::new();
+        for (loc, bytes) in &writes {
+            let slab = &self.slabs[loc.class];
+            slab.ensure(loc.slot + 1)?;
+            let offset = slab::slot_offset(slab.slot_size, loc.slot);
+            let page = offset / slab::PAGE as u64;
+            let image = match pages.entry((loc.class, page)) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(slab.read_page(page)?),
+            };
+            let at = (offset % slab::PAGE as u64) as usize;
+            image[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        let mut journal = Vec::with_capacity(28 + pages.len() * (14 + slab::PAGE));
+        journal.extend_from_slice(JOURNAL_MAGIC);
+        journal.extend_from_slice(&log_number.to_le_bytes());
+        journal.extend_from_slice(&lowest.to_le_bytes());
+        journal.extend_from_slice(&(pages.len() as u32).to_le_bytes());
+        for ((class, page), image) in &pages {
+            journal.extend_from_slice(&(*class as u16).to_le_bytes());
+            journal.extend_from_slice(&page.to_le_bytes());
+            journal.extend_from_slice(&crc32c::crc32c(image).to_le_bytes());
+            journal.extend_from_slice(image);
+        }
+        crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(JOURNAL), &journal)?;
+        let mut touched = BTreeSet::new();
+        for ((class, page), image) in &pages {
+            self.slabs[*class].write_page(*page, image)?;
+            touched.insert(*class);
+        }
+        for class in touched {
+            self.slabs[class].sync()?;
+        }
+        Ok(())
+    }
+
+    /// Takes the part of a flushed memtable (`iter`, internal-key order) that belongs in the
+    /// store: writes it to slabs and indexes it, and returns the rest for L0. `log_number` is
+    /// the MANIFEST's now; `needed(lo, hi)` says whether a live snapshot reads in
+    /// `[lo, hi)`. The slots are synced when this returns; [`HotStore::commit`] follows once
+    /// the flush is in the MANIFEST.
+    pub fn absorb(
+        &self,
+        iter: &mut dyn InternalIterator,
+        log_number: u64,
+        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
+    ) -> Result<Entries> {
+        // Group the entries by user key, newest first within a key.
+        let mut groups: Vec<(Vec<u8>, Vec<MemVersion>)> = Vec::new();
+        let mut lowest = SeqNo::MAX;
+        iter.seek_to_first();
+        while iter.valid() {
+            let p = key::parse_internal_key(iter.key())
+                .ok_or_else(|| Error::corruption("memtable", 0, "bad internal key"))?;
+            lowest = lowest.min(p.seq);
+            if groups
+                .last()
+                .is_none_or(|(k, _)| k.as_slice() != p.user_key)
+            {
+                groups.push((p.user_key.to_vec(), Vec::new()));
+            }
+            let group = &mut groups.last_mut().expect("pushed").1;
+            group.push((p.seq, p.kind, iter.value().to_vec()));
+            iter.next();
+        }
+        iter.status()?;
+        let mut lsm = Vec::new();
+        if groups.is_empty() {
+            return Ok(lsm);
+        }
+        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
+            .into_iter()
+            .map(|loc| (loc, CLEAR.to_vec()))
+            .collect();
+        let mut publish = Vec::new();
+        // NB: new keys enter up to the whole budget; demotion, above the high watermark,
+        // makes room for the next ones.
+        let budget = self.opts.budget;
+        for (user_key, versions) in groups {
+            self.tracker.touch(&user_key);
+            let (_, newest_kind, newest_value) = &versions[0];
+            let in_store = self.index.read().map.contains_key(&user_key);
+            let admit = in_store
+                || (*newest_kind == ValueKind::Value
+                    && slab::class_for(user_key.len(), newest_value.len()).is_some_and(|c| {
+                        self.index.read().bytes + CLASS_SIZES[c] as u64 <= budget
+                    }));
+            if !admit {
+                for (seq, kind, value) in versions {
+                    lsm.push((key::internal_key(&user_key, seq, kind), value));
+                }
+                continue;
+            }
+            // Oldest first; an older memtable version only if a snapshot reads it.
+            let seqs: Vec<SeqNo> = versions.iter().map(|v| v.0).collect();
+            for (i, (seq, kind, value)) in versions.into_iter().enumerate().rev() {
+                if i > 0 && !needed(seq, seqs[i - 1]) {
+                    continue;
+                }
+                let slot_kind = match kind {
+                    ValueKind::Deletion => SlotKind::Deletion,
+                    ValueKind::Value if slab::class_for(user_key.len(), value.len()).is_some() => {
+                        SlotKind::Value
+                    }
+                    ValueKind::Value => {
+                        lsm.push((key::internal_key(&user_key, seq, kind), value.clone()));
+                        SlotKind::InLsm
+                    }
+                };
+                let bytes = if slot_kind == SlotKind::Value {
+                    &value[..]
+                } else {
+                    &[][..]
+                };
+                let class = slab::class_for(user_key.len(), bytes.len()).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "key of {} bytes too long for the hot store",
+                        user_key.len()
+                    ))
+                })?;
+                let loc = self.index.write().alloc(class);
+                writes.push((loc, slab::encode_slot(seq, slot_kind, &user_key, bytes)));
+                let v = HotVersion {
+                    seq,
+                    kind: slot_kind,
+                    loc,
+                };
+                publish.push((user_key.clone(), v));
+            }
+        }
+        self.run_job(log_number, lowest, writes)?;
+        for (user_key, v) in publish {
+            self.publish(user_key, v, needed);
+        }
+        lsm.sort_by(|a, b| key::compare_internal(&a.0, &b.0));
+        Ok(lsm)
+    }
+
+    /// Indexes a written version of `user_key`; older versions no snapshot reads are freed
+    /// when the job commits.
+    fn publish(&self, user_key: Vec<u8>, v: HotVersion, needed: &dyn Fn(SeqNo, SeqNo) -> bool) {
+        let mut index = self.index.write();
+        let versions = index.map.entry(user_key.clone()).or_default();
+        versions.insert(0, v);
+        let freed = gc_versions(versions, needed);
+        let retained = versions.len() > 1;
+        for loc in &freed {
+            index.drop_version(*loc);
+        }
+        drop(index);
+        let mut pending = self.pending.lock();
+        pending.to_free.extend(freed);
+        if retained {
+            pending.retained.insert(user_key);
+        } else {
+            pending.retained.remove(&user_key);
+        }
+    }
+
+    /// Frees what the committed job superseded, and the retained versions no snapshot reads
+    /// any more (they are superseded by committed versions).
+    pub fn commit(&self, needed: &dyn Fn(SeqNo, SeqNo) -> bool) {
+        let mut pending = self.pending.lock();
+        let mut index = self.index.write();
+        let retained = std::mem::take(&mut pending.retained);
+        for k in retained {
+            let Some(versions) = index.map.get_mut(&k) else {
+                continue;
+            };
+            let freed = gc_versions(versions, needed);
+            let still = versions.len() > 1;
+            for loc in &freed {
+                index.drop_version(*loc);
+            }
+            pending.to_free.extend(freed);
+            if still {
+                pending.retained.insert(k);
+            }
+        }
+        let to_free = std::mem::take(&mut pending.to_free);
+        for loc in to_free {
+            index.free[loc.class].push(loc.slot);
+            pending.clears.push(loc);
+        }
+    }
+
+    /// Whether the store has passed its high watermark.
+    pub fn over_budget(&self) -> bool {
+        self.index.read().bytes as f64 > self.opts.budget as f64 * HIGH_WATERMARK
+    }
+
+    /// Plans a demotion down to the low watermark. `ranges` are the candidates: the upper
+    /// bounds (inclusive) of the capacity tier's tables in key order, with their entry
+    /// counts; the last range is unbounded above. Popular keys stay, unless nothing else
+    /// can go. Keys with versions kept for snapshots stay.
+    pub fn plan_demotion(&self, bounds: &[(Vec<u8>, u64)]) -> Result<Option<Demotion>> {
+        // NB: ranges must be non-empty: strictly increasing bounds only.
+        let mut sorted: Vec<(Vec<u8>, u64)> = Vec::with_capacity(bounds.len());
+        for b in bounds {
+            if sorted.last().is_none_or(|l| l.0 < b.0) {
+                sorted.push(b.clone());
+            }
+        }
+        let bounds = &sorted[..];
+        // NB: the cursor is copied out: `pending` is never locked inside `index` here, as
+        // `commit` takes them the other way round.
+        let mut cursor = self.pending.lock().cursor;
+        let index = self.index.read();
+        let target = (self.opts.budget as f64 * LOW_WATERMARK) as u64;
+        if index.bytes <= target {
+            return Ok(None);
+        }
+        let mapper = self.mapper(&index);
+        let mut rng = rand::thread_rng();
+        // Range i: keys above bound i-1, up to bound i (the last one unbounded).
+        let n = bounds.len() + 1;
+        let range_of = |i: usize| {
+            use std::ops::Bound;
+            let lo = if i == 0 {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(bounds[i - 1].0.as_slice())
+            };
+            let hi = bounds
+                .get(i)
+                .map_or(Bound::Unbounded, |b| Bound::Included(b.0.as_slice()));
+            (lo, hi)
+        };
+        let mut popular_of = |k: &[u8]| mapper.is_popular(self.tracker.clock(k), rng.gen());
+        let mut victims = Vec::new();
+        let mut freed = 0u64;
+        let mut taken = BTreeSet::new();
+        for keep_popular in [true, false] {
+            for _ in 0..n {
+                if index.bytes - freed <= target {
+                    break;
+                }
+                let mut stats = |i: usize| {
+                    let mut r = msc::RangeStats {
+                        flash_objects: bounds.get(i).map_or(0, |b| b.1),
+                        ..Default::default()
+                    };
+                    for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
+                        r.fast_objects += 1;
+                        let clock = self.tracker.clock(k);
+                        r.coldness += tracker::coldness(clock);
+                        if keep_popular && vs.len() == 1 && mapper.is_popular(clock, 0.5) {
+                            r.popular += 1;
+                        }
+                    }
+                    r
+                };
+                let mut rng2 = rand::thread_rng();
+                let Some(i) =
+                    msc::choose(self.opts.msc_policy, n, &mut stats, &mut cursor, &mut rng2)
+                else {
+                    break;
+                };
+                if !taken.insert((i, keep_popular)) {
+                    continue;
+                }
+                for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
+                    if index.bytes - freed <= target {
+                        break;
+                    }
+                    if vs.len() != 1 || (keep_popular && popular_of(k)) {
+                        continue;
+                    }
+                    freed += CLASS_SIZES[vs[0].loc.class] as u64;
+                    victims.push((k.clone(), vs[0]));
+                }
+            }
+        }
+        drop(index);
+        self.pending.lock().cursor = cursor;
+        // NB: the slots are read under the index lock, so none is reused meanwhile.
+        let _index = self.index.read();
+        if victims.is_empty() {
+            return Ok(None);
+        }
+        victims.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = Vec::new();
+        for (k, v) in &victims {
+            match v.kind {
+                SlotKind::InLsm => {}
+                SlotKind::Deletion => {
+                    entries.push((key::internal_key(k, v.seq, ValueKind::Deletion), Vec::new()))
+                }
+                SlotKind::Value => entries.push((
+                    key::internal_key(k, v.seq, ValueKind::Value),
+                    self.read_value(k, v)?,
+                )),
+            }
+        }
+        Ok(Some(Demotion {
+            entries,
+            victims: victims
+                .into_iter()
+                .map(|(k, v)| (k, v.seq, v.loc))
+                .collect(),
+        }))
+    }
+
+    /// Ends a demotion whose table is installed: drops the victims from the index, then
+    /// clears their slots (and the pending clears) in one job. `log_number` is the MANIFEST's.
+    pub fn finish_demotion(&self, demotion: Demotion, log_number: u64) -> Result<()> {
+        let mut cleared = Vec::new();
+        {
+            let mut index = self.index.write();
+            for (k, seq, loc) in demotion.victims {
+                // NB: the job is the store's only writer, so the version is still the newest.
+                let same = index
+                    .map
+                    .get(&k)
+                    .is_some_and(|vs| vs.len() == 1 && vs[0].seq == seq);
+                if !same {
+                    continue;
+                }
+                index.map.remove(&k);
+                index.drop_version(loc);
+                cleared.push(loc);
+            }
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
+            .into_iter()
+            .chain(cleared.iter().copied())
+            .map(|loc| (loc, CLEAR.to_vec()))
+            .collect();
+        writes.dedup_by_key(|w| w.0);
+        self.run_job(log_number, SeqNo::MAX, writes)?;
+        let mut index = self.index.write();
+        for loc in &cleared {
+            index.free[loc.class].push(loc.slot);
+        }
+        let c = &self.counters;
+        c.demoted_objects
+            .fetch_add(cleared.len() as u64, Ordering::Relaxed);
+        c.demotion_rounds.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The mapper for the store as it is: pins the hottest `pinned_share` of its objects.
+    fn mapper(&self, index: &Index) -> Mapper {
+        let pinned = (index.map.len() as f64 * self.opts.pinned_share) as u64;
+        Mapper::from_histogram(self.tracker.histogram(), pinned)
+    }
+
+    /// The store's report.
+    pub fn stats(&self) -> crate::stats::HotTierStats {
+        let index = self.index.read();
+        let mut by_class: Vec<(u64, u64, u64)> =
+            CLASS_SIZES.iter().map(|&s| (s as u64, 0, 0)).collect();
+        for vs in index.map.values() {
+            for v in vs {
+                by_class[v.loc.class].1 += 1;
+                by_class[v.loc.class].2 += CLASS_SIZES[v.loc.class] as u64;
+            }
+        }
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        crate::stats::HotTierStats {
+            objects: index.objects,
+            bytes: index.bytes,
+            by_class,
+            reads_hot: load(&c.reads_hot),
+            reads_lsm: load(&c.reads_lsm),
+            demoted_objects: load(&c.demoted_objects),
+            demotion_rounds: load(&c.demotion_rounds),
+            demotion_micros: load(&c.demotion_micros),
+            promotions: load(&c.promotions),
+            pin_threshold: self.mapper(&index).threshold,
+        }
+    }
+
+    /// True for a store opened read-only.
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+/// Drops from `versions` (newest first) each older version no snapshot reads: version i is
+/// read by a snapshot in `[seq_i, seq_{i-1})`. Returns their slots.
+fn gc_versions(versions: &mut Vec<HotVersion>, needed: &dyn Fn(SeqNo, SeqNo) -> bool) -> Vec<Loc> {
+    let mut freed = Vec::new();
+    let mut i = 1;
+    while i < versions.len() {
+        if needed(versions[i].seq, versions[i - 1].seq) {
+            i += 1;
+        } else {
+            freed.push(versions.remove(i).loc);
+        }
+    }
+    freed
+}
+
+/// The last job's journal: its marker and the pages it wrote in place.
+struct Journal {
+    log_number: u64,
+    lowest: SeqNo,
+    pages: Vec<(usize, u64, Vec<u8>)>,
+}
+
+/// Reads the journal; a damaged one is corruption (it is written atomically).
+fn read_journal(fs: &dyn Fs, path: &Path) -> Result<Option<Journal>> {
+    if !fs.exists(path) {
+        return Ok(None);
+    }
+    let bytes = crate::env::read_file(fs, path)?;
+    let bad = |offset: usize, what: &str| Error::Corruption {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        what: what.to_string(),
+    };
+    if bytes.len() < 28 || &bytes[..8] != JOURNAL_MAGIC {
+        return Err(bad(0, "bad hot-store journal header"));
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let count = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
+    let mut pages = Vec::with_capacity(count);
+    let mut at = 28;
+    for _ in 0..count {
+        let end = at + 14 + slab::PAGE;
+        if end > bytes.len() {
+            return Err(bad(at, "hot-store journal truncated"));
+        }
+        let class = u16::from_le_bytes(bytes[at..at + 2].try_into().unwrap()) as usize;
+        let page = u64_at(at + 2);
+        let crc = u32::from_le_bytes(bytes[at + 10..at + 14].try_into().unwrap());
+        let image = bytes[at + 14..end].to_vec();
+        if class >= CLASS_SIZES.len() || crc32c::crc32c(&image) != crc {
+            return Err(bad(at, "hot-store journal page damaged"));
+        }
+        pages.push((class, page, image));
+        at = end;
+    }
+    Ok(Some(Journal {
+        log_number: u64_at(8),
+        lowest: u64_at(16),
+        pages,
+    }))
+}
+
+/// True if `dir0` has no hot store with data (its directory missing, or only empty files).
+pub(crate) fn is_empty_store(fs: &dyn Fs, dir0: &Path) -> bool {
+    let dir = dir0.join(DIR);
+    let Ok(names) = fs.list_dir(&dir) else {
+        return true;
+    };
+    names
+        .iter()
+        .all(|n| n != JOURNAL && fs.file_size(&dir.join(n)).is_ok_and(|s| s == 0))
+}
+
+/// An iterator over sorted internal-key entries.
+pub(crate) struct VecIter {
+    entries: Entries,
+    pos: usize,
+}
+
+impl VecIter {
+    /// Iterates `entries`, which are sorted by internal key.
+    pub fn new(entries: Entries) -> VecIter {
+        let pos = entries.len();
+        VecIter { entries, pos }
+    }
+}
+
+impl InternalIterator for VecIter {
+    fn valid(&self) -> bool {
+        self.pos < self.entries.len()
+    }
+    fn seek_to_first(&mut self) {
+        self.pos = 0;
+    }
+    fn seek_to_last(&mut self) {
+        self.pos = self.entries.len().saturating_sub(1);
+        if self.entries.is_empty() {
+            self.pos = 0;
+        }
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.pos = self
+            .entries
+            .partition_point(|e| key::compare_internal(&e.0, target) == std::cmp::Ordering::Less);
+    }
+    fn next(&mut self) {
+        self.pos += 1;
+    }
+    fn prev(&mut self) {
+        self.pos = if self.pos == 0 {
+            self.entries.len()
+        } else {
+            self.pos - 1
+        };
+    }
+    fn key(&self) -> &[u8] {
+        &self.entries[self.pos].0
+    }
+    fn value(&self) -> &[u8] {
+        &self.entries[self.pos].1
+    }
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}

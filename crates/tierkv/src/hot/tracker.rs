@@ -1,0 +1,265 @@
+//! Popularity: the tracker (a 2-bit clock per tracked key) and the mapper (which clock values
+//! are pinned on the fast tier).
+//!
+//! The tracker holds a bounded number of keys, split into shards by key hash. A key enters
+//! with clock 0; each later access sets its clock to 3. When a shard is full, its clock hand
+//! sweeps: a key at 0 is evicted and the newcomer takes its place, any other key's clock is
+//! decremented. Keys not tracked count as coldest.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+/// Highest clock value (2 bits).
+pub(crate) const MAX_CLOCK: u8 = 3;
+const SHARDS: usize = 16;
+
+struct Shard {
+    keys: Vec<(Vec<u8>, u8)>,
+    pos: HashMap<Vec<u8>, usize>,
+    hand: usize,
+    capacity: usize,
+}
+
+impl Shard {
+    fn touch(&mut self, key: &[u8]) {
+        if let Some(&i) = self.pos.get(key) {
+            self.keys[i].1 = MAX_CLOCK;
+            return;
+        }
+        if self.capacity == 0 {
+            return;
+        }
+        if self.keys.len() < self.capacity {
+            self.pos.insert(key.to_vec(), self.keys.len());
+            self.keys.push((key.to_vec(), 0));
+            return;
+        }
+        // NB: terminates within four sweeps: each pass decrements every clock.
+        loop {
+            let i = self.hand;
+            self.hand = (self.hand + 1) % self.keys.len();
+            if self.keys[i].1 == 0 {
+                let old = std::mem::replace(&mut self.keys[i], (key.to_vec(), 0));
+                self.pos.remove(&old.0);
+                self.pos.insert(key.to_vec(), i);
+                return;
+            }
+            self.keys[i].1 -= 1;
+        }
+    }
+}
+
+/// Concurrent, bounded key -> clock map.
+pub(crate) struct Tracker {
+    shards: Vec<Mutex<Shard>>,
+    /// NB: a fixed hasher: the same accesses give the same clocks in every run.
+    hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
+}
+
+impl Tracker {
+    /// A tracker for at most `capacity` keys.
+    pub fn new(capacity: usize) -> Tracker {
+        let per = capacity.div_ceil(SHARDS);
+        Tracker {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        keys: Vec::new(),
+                        pos: HashMap::new(),
+                        hand: 0,
+                        capacity: per,
+                    })
+                })
+                .collect(),
+            hasher: Default::default(),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
+        let mut h = self.hasher.build_hasher();
+        h.write(key);
+        &self.shards[h.finish() as usize % SHARDS]
+    }
+
+    /// Records an access to `key`.
+    pub fn touch(&self, key: &[u8]) {
+        self.shard(key).lock().touch(key);
+    }
+
+    /// The clock of `key`, `None` if it is not tracked.
+    pub fn clock(&self, key: &[u8]) -> Option<u8> {
+        let shard = self.shard(key).lock();
+        shard.pos.get(key).map(|&i| shard.keys[i].1)
+    }
+
+    /// How many tracked keys have each clock value.
+    pub fn histogram(&self) -> [u64; 4] {
+        let mut h = [0u64; 4];
+        for s in &self.shards {
+            for (_, c) in &s.lock().keys {
+                h[*c as usize] += 1;
+            }
+        }
+        h
+    }
+
+    /// Keys tracked.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().keys.len()).sum()
+    }
+}
+
+/// Coldness of an object with clock `clock` (`None`: untracked): `1 / (clock + 1)`, 1 for
+/// an untracked key.
+pub(crate) fn coldness(clock: Option<u8>) -> f64 {
+    clock.map_or(1.0, |c| 1.0 / (c as f64 + 1.0))
+}
+
+/// The mapper's decision: keys with a clock above `threshold` are pinned on the fast tier,
+/// keys at it with probability `share_at_threshold`, the others are not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Mapper {
+    pub threshold: u8,
+    pub share_at_threshold: f64,
+}
+
+impl Mapper {
+    /// The threshold that pins the hottest `pinned_objects` of the tracked keys whose clock
+    /// counts are `histogram`: from the hottest value down, whole values while they fit, and
+    /// the share of the next value that fills the rest.
+    pub fn from_histogram(histogram: [u64; 4], pinned_objects: u64) -> Mapper {
+        let mut left = pinned_objects;
+        for clock in (0..=MAX_CLOCK).rev() {
+            let n = histogram[clock as usize];
+            if n >= left {
+                let share = if n == 0 { 0.0 } else { left as f64 / n as f64 };
+                return Mapper {
+                    threshold: clock,
+                    share_at_threshold: share,
+                };
+            }
+            left -= n;
+        }
+        Mapper {
+            threshold: 0,
+            share_at_threshold: 1.0,
+        }
+    }
+
+    /// Whether an object with `clock` is pinned; `draw` is uniform in [0, 1).
+    pub fn is_popular(&self, clock: Option<u8>, draw: f64) -> bool {
+        match clock {
+            None => false,
+            Some(c) if c > self.threshold => true,
+            Some(c) if c == self.threshold => draw < self.share_at_threshold,
+            Some(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn new_keys_enter_cold_and_accesses_heat() {
+        let t = Tracker::new(100);
+        t.touch(b"a");
+        assert_eq!(t.clock(b"a"), Some(0));
+        t.touch(b"a");
+        assert_eq!(t.clock(b"a"), Some(3));
+        assert_eq!(t.clock(b"b"), None);
+    }
+
+    #[test]
+    fn sweep_evicts_cold_keys_first() {
+        // One shard's worth: a single-shard view through a tiny tracker.
+        let mut s = Shard {
+            keys: Vec::new(),
+            pos: HashMap::new(),
+            hand: 0,
+            capacity: 3,
+        };
+        s.touch(b"hot");
+        s.touch(b"hot");
+        s.touch(b"cold1");
+        s.touch(b"cold2");
+        s.touch(b"new");
+        assert!(s.pos.contains_key(b"hot".as_slice()));
+        assert!(!s.pos.contains_key(b"cold1".as_slice()));
+        assert!(s.pos.contains_key(b"new".as_slice()));
+        // The sweep decremented the hot key it passed.
+        assert_eq!(s.keys[s.pos[b"hot".as_slice()]].1, 2);
+    }
+
+    #[test]
+    fn skewed_stream_keeps_hot_keys_tracked_and_hot() {
+        let t = Tracker::new(200);
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..50_000 {
+            // 80% of accesses to 20 hot keys, the rest spread over 10 000 keys.
+            let k = if rng.gen_bool(0.8) {
+                rng.gen_range(0..20u32)
+            } else {
+                rng.gen_range(1000..11_000u32)
+            };
+            t.touch(&k.to_be_bytes());
+        }
+        assert!(t.len() <= 16 * 13);
+        let hot = (0..20u32)
+            .filter(|k| t.clock(&k.to_be_bytes()).is_some_and(|c| c >= 2))
+            .count();
+        assert!(hot >= 18, "{hot} of 20 hot keys stay hot");
+        let h = t.histogram();
+        assert_eq!(h.iter().sum::<u64>(), t.len() as u64);
+    }
+
+    #[test]
+    fn mapper_pins_hottest_share() {
+        let m = Mapper::from_histogram([100, 50, 30, 20], 40);
+        assert_eq!(m.threshold, 2);
+        assert!((m.share_at_threshold - 20.0 / 30.0).abs() < 1e-9);
+        assert!(m.is_popular(Some(3), 0.99));
+        assert!(m.is_popular(Some(2), 0.5));
+        assert!(!m.is_popular(Some(2), 0.7));
+        assert!(!m.is_popular(Some(1), 0.0));
+        assert!(!m.is_popular(None, 0.0));
+        let all = Mapper::from_histogram([1, 1, 1, 1], 10);
+        assert_eq!((all.threshold, all.share_at_threshold), (0, 1.0));
+        let none = Mapper::from_histogram([5, 5, 5, 5], 0);
+        assert_eq!(none.threshold, 3);
+        assert!(!none.is_popular(Some(3), 0.0));
+    }
+
+    #[test]
+    fn mapper_on_synthetic_stream_pins_about_the_target() {
+        // 800 keys, skewed, and a tracker for 320: the clock sweeps really run.
+        let t = Tracker::new(320);
+        let mut rng = SmallRng::seed_from_u64(3);
+        for _ in 0..20_000 {
+            let k = (rng.gen::<f64>().powi(3) * 800.0) as u32;
+            t.touch(&k.to_be_bytes());
+        }
+        let m = Mapper::from_histogram(t.histogram(), 100);
+        let pinned = (0..800u32)
+            .filter(|k| m.is_popular(t.clock(&k.to_be_bytes()), rng.gen()))
+            .count();
+        assert!((70..=130).contains(&pinned), "{pinned}");
+        // The hottest keys are at or above the threshold (a sweep may just have passed one).
+        let at_or_above = (0..10u32)
+            .filter(|k| t.clock(&k.to_be_bytes()).is_some_and(|c| c >= m.threshold))
+            .count();
+        assert!(at_or_above >= 8, "{at_or_above} of the 10 hottest keys");
+    }
+
+    #[test]
+    fn coldness_values() {
+        assert_eq!(coldness(None), 1.0);
+        assert_eq!(coldness(Some(0)), 1.0);
+        assert_eq!(coldness(Some(3)), 0.25);
+    }
+}

@@ -1,0 +1,296 @@
+//! The hot store (`hot_tier = "slab"`): what goes into slabs and what stays in the LSM, reads
+//! at snapshots across hot updates, large values of hot keys, deletes shadowing older LSM
+//! versions, recovery from slabs alone, demotion, damaged slots and the stats.
+
+mod common;
+
+use common::{tiny, TierSetup, FAST, MODES};
+use std::path::Path;
+use std::sync::Arc;
+use tierkv::env::FaultFs;
+use tierkv::{Db, Error, HotTier, MscPolicy, Options, ReadOptions, WalMode, WriteOptions};
+
+fn options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
+    tiny()
+        .fault_tiers()
+        .wal(mode)
+        .hot_tier(HotTier::Slab)
+        .hot_budget(budget)
+        .fs(fs.clone())
+        .build()
+        .expect("valid options")
+}
+
+fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
+    db.get(&ReadOptions::default(), k).unwrap()
+}
+
+fn all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    it.status().unwrap();
+    out
+}
+
+#[test]
+fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
+    for mode in MODES {
+        let fs = FaultFs::new(1);
+        let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
+        let w = WriteOptions::default();
+        for i in 0..200u32 {
+            db.put(
+                &w,
+                format!("k{i:04}").as_bytes(),
+                &vec![b'a' + (i % 26) as u8; 50 + i as usize],
+            )
+            .unwrap();
+        }
+        db.flush().unwrap();
+        let s = db.stats();
+        let hot = s.hot_tier.clone().expect("hot store on");
+        assert_eq!(hot.objects, 200, "{mode:?}: {hot:?}");
+        assert!(hot.by_class.iter().filter(|c| c.1 > 0).count() >= 3);
+        assert_eq!(s.levels[0].files, 0, "{mode:?}: nothing went to L0");
+        assert_eq!(get(&db, b"k0007").unwrap().len(), 57);
+        assert!(db.stats().hot_tier.unwrap().reads_hot >= 1);
+        drop(db);
+        // The WAL is gone after the flush: the index comes back from the slabs.
+        let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
+        assert_eq!(all(&db).len(), 200);
+        assert_eq!(
+            get(&db, b"k0199").unwrap(),
+            vec![b'a' + (199 % 26) as u8; 249]
+        );
+        // New writes are numbered after every version in the slabs.
+        db.put(&w, b"k0007", b"newer").unwrap();
+        db.flush().unwrap();
+        assert_eq!(get(&db, b"k0007").unwrap(), b"newer");
+        drop(db);
+        let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
+        assert_eq!(get(&db, b"k0007").unwrap(), b"newer");
+        drop(db);
+        // Without the store its objects would be missing: such an open is refused.
+        let off = tiny()
+            .fault_tiers()
+            .wal(mode)
+            .fs(fs.clone())
+            .build()
+            .unwrap();
+        match Db::open(off) {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("hot_tier"), "{msg}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn large_values_of_hot_keys_go_to_the_lsm_and_stay_newest() {
+    let fs = FaultFs::new(2);
+    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    let w = WriteOptions::default();
+    db.put(&w, b"key", b"small").unwrap();
+    db.put(&w, b"other", b"x").unwrap();
+    db.flush().unwrap();
+    let big = vec![7u8; 10_000];
+    db.put(&w, b"key", &big).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.stats().levels[0].files, 1, "the large value went to L0");
+    assert_eq!(get(&db, b"key").unwrap(), big);
+    assert_eq!(all(&db)[0], (b"key".to_vec(), big.clone()));
+    // Back to a small value: the hot store answers again.
+    db.put(&w, b"key", b"small again").unwrap();
+    db.flush().unwrap();
+    assert_eq!(get(&db, b"key").unwrap(), b"small again");
+    db.compact_range(None, None).unwrap();
+    assert_eq!(get(&db, b"key").unwrap(), b"small again");
+    drop(db);
+    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    assert_eq!(get(&db, b"key").unwrap(), b"small again");
+    // A large value first: the key never enters the store.
+    db.put(&w, b"big-first", &big).unwrap();
+    db.flush().unwrap();
+    assert_eq!(get(&db, b"big-first").unwrap(), big);
+}
+
+#[test]
+fn snapshots_keep_reading_versions_a_hot_update_replaced() {
+    let fs = FaultFs::new(3);
+    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    let w = WriteOptions::default();
+    db.put(&w, b"k", b"v1").unwrap();
+    db.flush().unwrap();
+    let s1 = db.snapshot();
+    db.put(&w, b"k", b"v2").unwrap();
+    db.flush().unwrap();
+    let s2 = db.snapshot();
+    db.delete(&w, b"k").unwrap();
+    db.flush().unwrap();
+    let at = |s: &tierkv::Snapshot| db.get(&ReadOptions::at(s), b"k").unwrap();
+    assert_eq!(at(&s1).as_deref(), Some(&b"v1"[..]));
+    assert_eq!(at(&s2).as_deref(), Some(&b"v2"[..]));
+    assert_eq!(get(&db, b"k"), None);
+    assert_eq!(db.stats().hot_tier.unwrap().objects, 3);
+    drop(s1);
+    drop(s2);
+    // The next flush frees what no snapshot reads any more.
+    db.put(&w, b"j", b"x").unwrap();
+    db.flush().unwrap();
+    db.put(&w, b"j", b"y").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.stats().hot_tier.unwrap().objects, 2);
+    assert_eq!(get(&db, b"k"), None);
+}
+
+#[test]
+fn a_hot_delete_shadows_an_older_lsm_version() {
+    let fs = FaultFs::new(4);
+    // A budget too small for anything: the first flush goes to L0.
+    let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
+    let w = WriteOptions::default();
+    db.put(&w, b"k", &vec![1u8; 3000]).unwrap();
+    for i in 0..30u32 {
+        db.put(&w, format!("f{i}").as_bytes(), &vec![2u8; 3000])
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let stats = db.stats();
+    let lsm_tables: u64 = stats.levels.iter().map(|l| l.files).sum();
+    assert!(lsm_tables > 0);
+    // Demotion brought the store under its budget; "k" is somewhere in the LSM or store.
+    assert!(get(&db, b"k").is_some());
+    db.delete(&w, b"k").unwrap();
+    db.flush().unwrap();
+    assert_eq!(get(&db, b"k"), None);
+    assert!(all(&db).iter().all(|(k, _)| k != b"k"));
+    drop(db);
+    let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
+    assert_eq!(get(&db, b"k"), None);
+}
+
+#[test]
+fn demotion_keeps_the_store_under_budget_and_every_value_readable() {
+    for policy in [
+        MscPolicy::Random,
+        MscPolicy::RoundRobin,
+        MscPolicy::Precise,
+        MscPolicy::Approximate,
+    ] {
+        let fs = FaultFs::new(5);
+        let opts = tiny()
+            .fault_tiers()
+            .hot_tier(HotTier::Slab)
+            .hot_budget(64 << 10)
+            .msc_policy(policy)
+            .fs(fs.clone())
+            .build()
+            .unwrap();
+        let db = Db::open(opts.clone()).unwrap();
+        let w = WriteOptions::default();
+        for round in 0..6u32 {
+            for i in 0..400u32 {
+                let v = format!("r{round}-{i}-{}", "x".repeat((i % 300) as usize * 2));
+                db.put(&w, format!("k{i:05}").as_bytes(), v.as_bytes())
+                    .unwrap();
+                // A few keys read often: they are the popular ones.
+                if i % 50 == 0 {
+                    for _ in 0..3 {
+                        get(&db, format!("k{:05}", i % 7).as_bytes());
+                    }
+                }
+            }
+            db.flush().unwrap();
+        }
+        let hot = db.stats().hot_tier.unwrap();
+        assert!(hot.demoted_objects > 0, "{policy:?}: {hot:?}");
+        // Batched reads see the same as point reads, whether the store or a table answers.
+        let keys: Vec<Vec<u8>> = (0..420u32)
+            .map(|i| format!("k{i:05}").into_bytes())
+            .collect();
+        let got = db.multi_get(&ReadOptions::default(), &keys).unwrap();
+        for (k, v) in keys.iter().zip(&got) {
+            assert_eq!(v, &get(&db, k), "{policy:?}: multi_get of {k:?}");
+        }
+        assert!(hot.bytes <= 64 << 10, "{policy:?}: {hot:?}");
+        for i in 0..400u32 {
+            let want = format!("r5-{i}-{}", "x".repeat((i % 300) as usize * 2));
+            assert_eq!(
+                get(&db, format!("k{i:05}").as_bytes()).unwrap(),
+                want.as_bytes()
+            );
+        }
+        assert_eq!(all(&db).len(), 400);
+        drop(db);
+        let db = Db::open(opts).unwrap();
+        assert_eq!(all(&db).len(), 400);
+        assert_eq!(
+            get(&db, b"k00399").unwrap(),
+            format!("r5-399-{}", "x".repeat(198)).as_bytes()
+        );
+    }
+}
+
+#[test]
+fn a_damaged_slot_is_corruption_naming_file_and_offset() {
+    let fs = FaultFs::new(6);
+    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    for i in 0..10u32 {
+        db.put(
+            &WriteOptions::default(),
+            format!("k{i}").as_bytes(),
+            b"value",
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    // A later job, in another class: the journal holds only its pages.
+    db.put(&WriteOptions::default(), b"other", &[9; 250])
+        .unwrap();
+    db.flush().unwrap();
+    drop(db);
+    // Slot 3 of the 100-byte class: its key byte.
+    let slab = Path::new(FAST).join("hot").join("slab-00-0100.slab");
+    fs.flip_bit(&slab, 300 + 19, 0);
+    match Db::open(options(&fs, WalMode::Group, 1 << 20)) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, slab);
+            assert_eq!(offset, 300);
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn hot_tier_options_from_toml() {
+    let opts = Options::from_toml_str(
+        r#"
+        hot_tier = "slab"
+        [[tier]]
+        name = "fast"
+        path = "/tmp/x"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(opts.hot_tier.mode, HotTier::Slab);
+    let opts = Options::from_toml_str(
+        r#"
+        [hot_tier]
+        mode = "slab"
+        budget = "64 MiB"
+        msc_policy = "round-robin"
+        [[tier]]
+        name = "fast"
+        path = "/tmp/x"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(opts.hot_tier.budget, 64 << 20);
+    assert_eq!(opts.hot_tier.msc_policy, MscPolicy::RoundRobin);
+    assert_eq!(Options::default().hot_tier.mode, HotTier::Off);
+}
