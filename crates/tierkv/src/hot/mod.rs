@@ -169,7 +169,8 @@ impl HotStore {
     ) -> Result<(HotStore, SeqNo)> {
         let dir = dir0.join(DIR);
         if !read_only {
-            fs.create_dir_all(&dir)?;
+            // NB: durably, or a power loss can take the directory with every slab in it.
+            crate::env::create_dir_all_durable(fs.as_ref(), &dir)?;
         }
         // Finish the last job first: its journal holds every page it wrote in place.
         let journal = read_journal(fs.as_ref(), &dir.join(JOURNAL))?;
