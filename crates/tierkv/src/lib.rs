@@ -182,6 +182,7 @@ pub(crate) mod stats;
 pub(crate) mod tier;
 pub(crate) mod version;
 pub(crate) mod wal;
+pub(crate) mod zoned;
 
 pub use batch::{BatchIter, BatchOp, WriteBatch};
 pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};
