@@ -227,6 +227,8 @@ pub enum WalChoice {
     Group,
     /// SpanDB's parallel WAL.
     Parallel,
+    /// WALTZ's leaderless WAL on a conventional file.
+    Append,
 }
 
 /// A parsed profile: placement and, for tierkv, the WAL mode.
@@ -323,6 +325,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         let (is_wal, value) = match part {
             "group" => (true, Some(WalChoice::Group)),
             "parallel" => (true, Some(WalChoice::Parallel)),
+            "append" => (true, Some(WalChoice::Append)),
             _ => (false, None),
         };
         if is_wal {
@@ -454,6 +457,7 @@ mod tierkv_engine {
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
                 Some(WalChoice::Parallel) => b = b.wal(WalMode::Parallel),
+                Some(WalChoice::Append) => b = b.wal(WalMode::Append),
                 None => {}
             }
             let x = &cfg.tierkv;
@@ -946,6 +950,8 @@ mod tests {
         assert_eq!(p("pl").levels_on_fast, 0);
         assert_eq!(p("lad7").levels_on_fast, 7);
         assert_eq!(p("parallel").wal, Some(WalChoice::Parallel));
+        assert_eq!(p("pl+append").wal, Some(WalChoice::Append));
+        assert!(parse_profile("append+parallel").is_err());
         assert_eq!(p("parallel").levels_on_fast, 2);
         assert_eq!(
             p("pl+parallel"),

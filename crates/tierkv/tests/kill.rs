@@ -27,11 +27,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tierkv::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use tierkv::{Db, Options, ReadOptions, WalMode, WriteBatch, WriteOptions};
 
 const ENV_DIR: &str = "TIERKV_KILL_CHILD_DIR";
 const ENV_SEED: &str = "TIERKV_KILL_CHILD_SEED";
 const ENV_ROUND: &str = "TIERKV_KILL_CHILD_ROUND";
+/// The WAL mode of the child (TOML value of `wal`); the default mode when unset.
+const ENV_WAL: &str = "TIERKV_KILL_CHILD_WAL";
 const DEFAULT_SEED: u64 = 0x6b11_1000_0000_0001;
 const KEYS: u32 = 200;
 const MAX_VALUE_LEN: usize = 1500;
@@ -57,12 +59,27 @@ enum RoundKind {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+thread_local! {
+    /// The WAL mode the parent test runs (its children get it through `ENV_WAL`).
+    static WAL: std::cell::RefCell<Option<WalMode>> = const { std::cell::RefCell::new(None) };
+}
+
+fn wal_mode() -> Option<WalMode> {
+    WAL.with(|w| *w.borrow()).or_else(|| {
+        std::env::var(ENV_WAL).ok().map(|m| match m.as_str() {
+            "append" => WalMode::Append,
+            "parallel" => WalMode::Parallel,
+            _ => WalMode::Group,
+        })
+    })
+}
+
 fn options(dir: &Path) -> Options {
-    tiny()
-        .tiers_in(dir)
-        .level_size_multiplier(4)
-        .build()
-        .expect("valid options")
+    let mut b = tiny().tiers_in(dir).level_size_multiplier(4);
+    if let Some(mode) = wal_mode() {
+        b = b.wal(mode);
+    }
+    b.build().expect("valid options")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,6 +242,14 @@ fn spawn_child(dir: &Path, seed: u64, round: u32) -> Child {
         .env(ENV_DIR, dir)
         .env(ENV_SEED, seed.to_string())
         .env(ENV_ROUND, round.to_string())
+        .env(
+            ENV_WAL,
+            match wal_mode() {
+                Some(WalMode::Append) => "append",
+                Some(WalMode::Parallel) => "parallel",
+                _ => "group",
+            },
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -494,6 +519,16 @@ fn verify(dir: &Path, candidates: Candidates, seed: u64, after_round: u32) -> Ca
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
+    kill_rounds();
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_with_the_append_wal() {
+    WAL.with(|w| *w.borrow_mut() = Some(WalMode::Append));
+    kill_rounds();
+}
+
+fn kill_rounds() {
     let seed = std::env::var("TIERKV_KILL_SEED")
         .ok()
         .map_or(DEFAULT_SEED, |s| {
@@ -520,4 +555,22 @@ fn acknowledged_writes_survive_sigkill() {
         }
     }
     println!("{killed_during_recovery} children were killed before their open finished");
+    if wal_mode() == Some(WalMode::Append) {
+        assert!(
+            has_file_ending(&dir, ".alog"),
+            "the children wrote append logs"
+        );
+    }
+}
+
+fn has_file_ending(dir: &Path, suffix: &str) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let path = e.path();
+            path.to_string_lossy().ends_with(suffix)
+                || (path.is_dir() && has_file_ending(&path, suffix))
+        })
 }

@@ -265,6 +265,10 @@ pub enum WalMode {
     /// A preallocated page area on tier 0 written by several loggers at once (SpanDB's
     /// parallel WAL); see `docs/parallel-wal.md`.
     Parallel,
+    /// One preallocated log file per memtable written without a leader: each writer reserves
+    /// its bytes with one add on the file's tail and writes and syncs its own record (WALTZ's
+    /// write path on a conventional file); see `docs/append-wal.md`.
+    Append,
 }
 
 /// Where tables go: which levels live on the fast tier, fixed or moved by the fast tier's load.

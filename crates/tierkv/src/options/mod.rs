@@ -263,7 +263,7 @@ impl Options {
             let wals = self.memtable.max_immutable_memtables as u64 + 2;
             let per_wal = self.memtable.write_buffer_size as u64 + self.wal_preallocation_step();
             let logs = match self.wal.mode {
-                WalMode::Group => wals * per_wal,
+                WalMode::Group | WalMode::Append => wals * per_wal,
                 WalMode::Parallel => self.wal_area_bytes(),
             };
             logs + 2 * self.manifest_roll_bytes()
@@ -576,6 +576,31 @@ mod tests {
         assert_eq!(parse_size("1.5 GiB").unwrap(), 3 << 29);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert!(parse_size("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn the_append_wal_is_chosen_by_toml_and_builder() {
+        let tier = "[[tier]]\nname = \"fast\"\npath = \"/tmp/tierkv-opts-append\"\n";
+        let opts = Options::from_toml_str(&format!("[wal]\nmode = \"append\"\n{tier}")).unwrap();
+        assert_eq!(opts.wal.mode, WalMode::Append);
+        let flat = Options::from_toml_str(&format!("wal = \"append\"\n{tier}")).unwrap();
+        assert_eq!(flat.wal.mode, WalMode::Append);
+        let built = Options::builder()
+            .tier(TierConfig::new("fast", "/tmp/tierkv-opts-append"))
+            .wal(WalMode::Append)
+            .build()
+            .unwrap();
+        assert_eq!(built.wal.mode, WalMode::Append);
+        assert_eq!(built.wal_reserve(), {
+            let group = Options {
+                wal: WalOptions {
+                    mode: WalMode::Group,
+                    ..built.wal.clone()
+                },
+                ..built.clone()
+            };
+            group.wal_reserve()
+        });
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use tierkv::{Options, OptionsBuilder, WalMode};
 
 /// Both WAL modes, for tests that run once per mode.
-pub const MODES: [WalMode; 2] = [WalMode::Group, WalMode::Parallel];
+pub const MODES: [WalMode; 3] = [WalMode::Group, WalMode::Parallel, WalMode::Append];
 
 /// Memtables of `write_buffer` bytes, tables of `target_file` bytes, an L1 of `level_base`
 /// bytes; everything else at its default.
