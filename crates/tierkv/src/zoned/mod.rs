@@ -29,6 +29,7 @@
 #![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod emulator;
+pub(crate) mod log;
 
 use crate::error::Error;
 use std::fmt;
