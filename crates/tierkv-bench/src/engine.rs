@@ -229,6 +229,8 @@ pub enum WalChoice {
     Parallel,
     /// WALTZ's leaderless WAL on a conventional file.
     Append,
+    /// WALTZ's leaderless WAL on the emulated zoned device.
+    Zoned,
 }
 
 /// A parsed profile: placement and, for tierkv, the WAL mode.
@@ -326,6 +328,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
             "group" => (true, Some(WalChoice::Group)),
             "parallel" => (true, Some(WalChoice::Parallel)),
             "append" => (true, Some(WalChoice::Append)),
+            "zoned" => (true, Some(WalChoice::Zoned)),
             _ => (false, None),
         };
         if is_wal {
@@ -458,6 +461,7 @@ mod tierkv_engine {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
                 Some(WalChoice::Parallel) => b = b.wal(WalMode::Parallel),
                 Some(WalChoice::Append) => b = b.wal(WalMode::Append),
+                Some(WalChoice::Zoned) => b = b.wal(WalMode::Zoned),
                 None => {}
             }
             let x = &cfg.tierkv;
@@ -951,6 +955,7 @@ mod tests {
         assert_eq!(p("lad7").levels_on_fast, 7);
         assert_eq!(p("parallel").wal, Some(WalChoice::Parallel));
         assert_eq!(p("pl+append").wal, Some(WalChoice::Append));
+        assert_eq!(p("zoned").wal, Some(WalChoice::Zoned));
         assert!(parse_profile("append+parallel").is_err());
         assert_eq!(p("parallel").levels_on_fast, 2);
         assert_eq!(

@@ -800,7 +800,8 @@ fn other(mode: WalMode) -> WalMode {
     match mode {
         WalMode::Group => WalMode::Parallel,
         WalMode::Parallel => WalMode::Append,
-        WalMode::Append => WalMode::Group,
+        WalMode::Append => WalMode::Zoned,
+        WalMode::Zoned => WalMode::Group,
     }
 }
 

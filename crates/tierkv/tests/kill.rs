@@ -68,6 +68,7 @@ fn wal_mode() -> Option<WalMode> {
     WAL.with(|w| *w.borrow()).or_else(|| {
         std::env::var(ENV_WAL).ok().map(|m| match m.as_str() {
             "append" => WalMode::Append,
+            "zoned" => WalMode::Zoned,
             "parallel" => WalMode::Parallel,
             _ => WalMode::Group,
         })
@@ -75,7 +76,11 @@ fn wal_mode() -> Option<WalMode> {
 }
 
 fn options(dir: &Path) -> Options {
-    let mut b = tiny().tiers_in(dir).level_size_multiplier(4);
+    let mut b = tiny()
+        .tiers_in(dir)
+        .level_size_multiplier(4)
+        .wal_zone_size(1 << 20)
+        .wal_zones(16);
     if let Some(mode) = wal_mode() {
         b = b.wal(mode);
     }
@@ -246,6 +251,7 @@ fn spawn_child(dir: &Path, seed: u64, round: u32) -> Child {
             ENV_WAL,
             match wal_mode() {
                 Some(WalMode::Append) => "append",
+                Some(WalMode::Zoned) => "zoned",
                 Some(WalMode::Parallel) => "parallel",
                 _ => "group",
             },
@@ -528,7 +534,19 @@ fn acknowledged_writes_survive_sigkill_with_the_append_wal() {
     kill_rounds();
 }
 
+#[test]
+fn acknowledged_writes_survive_sigkill_with_the_zoned_wal() {
+    WAL.with(|w| *w.borrow_mut() = Some(WalMode::Zoned));
+    kill_rounds();
+}
+
+/// Held by each kill test for its whole run: a child forked for one test inherits, until its
+/// `exec`, the descriptors the other test's parent has open, its LOCK among them, so the other
+/// test's next child could find its database locked.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn kill_rounds() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let seed = std::env::var("TIERKV_KILL_SEED")
         .ok()
         .map_or(DEFAULT_SEED, |s| {

@@ -592,9 +592,10 @@ fn crash_recovers_a_causal_prefix_with_every_durable_write() {
     }
 }
 
-/// The append WAL's writers write and sync their own records with no leader ordering them, so
-/// a power loss can keep any subset of the unsynced ones: a sweep over seeds and crash kinds,
-/// with `KeepRandomWrites` (each unsynced write survives whole or not) among them.
+/// The append and zoned WALs' writers write and sync their own records with no leader ordering
+/// them, so a power loss can keep any subset of the unsynced ones: a sweep over seeds and crash
+/// kinds, with `KeepRandomWrites` (each unsynced write or zone append survives whole or not,
+/// leaving holes below the write pointer) among them.
 #[test]
 fn append_wal_crash_sweep_recovers_a_prefix_with_every_durable_write() {
     let crashes = [
@@ -603,13 +604,15 @@ fn append_wal_crash_sweep_recovers_a_prefix_with_every_durable_write() {
         Crash::Power(CrashPolicy::DropUnsynced),
         Crash::Process,
     ];
-    for seed in 0..12u64 {
-        for crash in crashes {
-            within(
-                &format!("append sweep {crash:?} seed {seed}"),
-                TEST_LIMIT,
-                move || crash_run(WalMode::Append, crash, 100 + seed),
-            );
+    for mode in [WalMode::Append, WalMode::Zoned] {
+        for seed in 0..12u64 {
+            for crash in crashes {
+                within(
+                    &format!("{mode:?} sweep {crash:?} seed {seed}"),
+                    TEST_LIMIT,
+                    move || crash_run(mode, crash, 100 + seed),
+                );
+            }
         }
     }
 }

@@ -264,6 +264,7 @@ impl Options {
             let per_wal = self.memtable.write_buffer_size as u64 + self.wal_preallocation_step();
             let logs = match self.wal.mode {
                 WalMode::Group | WalMode::Append => wals * per_wal,
+                WalMode::Zoned => self.wal.zone_size * u64::from(self.wal.zones),
                 WalMode::Parallel => self.wal_area_bytes(),
             };
             logs + 2 * self.manifest_roll_bytes()
@@ -431,6 +432,9 @@ options_by_name! {
     auto_replicas: bool => @ placement.auto_replicas;
     pipeline_workers: usize => @ pipeline.workers;
     max_pending_requests: usize => @ pipeline.max_pending_requests;
+    wal_zone_size: u64 => @ wal.zone_size;
+    wal_zones: u32 => @ wal.zones;
+    wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
 }
 
 /// Builds [`Options`]; `build` validates.

@@ -15,6 +15,8 @@
 //!   loggers pack them into 4 KiB pages of a preallocated area and write several runs at once.
 //! - `append` ([`append`]): WALTZ's leaderless write path on a conventional file. Each writer
 //!   reserves its bytes with one add on the log's tail and writes and syncs its own record.
+//! - `zoned` ([`append::zones`]): the same, each record zone-appended to an emulated zoned
+//!   device, with a zone manager thread.
 //!
 //! Recovery ([`replay`]) reads every mode's logs, whatever mode the database is opened in now,
 //! so that a database can change modes across a reopen: log files first, then the area.
@@ -181,6 +183,7 @@ pub(crate) fn open(
     match opts.wal.mode {
         WalMode::Group => {
             parallel::remove_area(tiers)?;
+            append::zones::remove(tiers)?;
             Ok(group::GroupWal::open(opts, tiers, log_number)?)
         }
         WalMode::Parallel => Ok(parallel::ParallelWal::open(
@@ -191,7 +194,12 @@ pub(crate) fn open(
         )?),
         WalMode::Append => {
             parallel::remove_area(tiers)?;
+            append::zones::remove(tiers)?;
             Ok(append::AppendWal::open(opts, tiers, last_seq)?)
+        }
+        WalMode::Zoned => {
+            parallel::remove_area(tiers)?;
+            Ok(append::AppendWal::open_zoned(opts, tiers, last_seq)?)
         }
     }
 }

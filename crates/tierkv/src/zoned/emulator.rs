@@ -26,7 +26,7 @@
 //! writes where the file system allows it and the page cache otherwise. With power-loss
 //! protection every write is written durably, as such a device keeps completed writes.
 
-use super::{Geometry, ZoneError, ZoneId, ZoneInfo, ZoneState, ZonedDevice};
+use super::{Geometry, ZoneError, ZoneId, ZoneInfo, ZoneState, ZonedDevice, DEFAULT_LBA};
 use crate::coding;
 use crate::env::{Fs, PositionalFile};
 use crate::error::{Error, Result};
@@ -135,12 +135,7 @@ impl EmulatedZoned {
     /// Opens the device at `path`, formatting it with `geometry` if the file does not exist.
     /// An existing device must have been formatted with the same LBA size, zone size, zone
     /// capacity and zone count; the limits (open, active, append) are taken from `geometry`.
-    pub fn open(
-        fs: &Arc<dyn Fs>,
-        path: &Path,
-        geometry: Geometry,
-        plp: bool,
-    ) -> Result<EmulatedZoned> {
+    pub fn open(fs: &dyn Fs, path: &Path, geometry: Geometry, plp: bool) -> Result<EmulatedZoned> {
         geometry.validate(&format!("zoned device {}", path.display()))?;
         let table_lbas = (u64::from(geometry.zones) * ENTRY as u64).div_ceil(geometry.lba);
         let data_start = geometry.lba * (1 + table_lbas);
@@ -178,12 +173,42 @@ impl EmulatedZoned {
         Ok(dev)
     }
 
+    /// Opens an existing device with the geometry its superblock records (and the default
+    /// limits).
+    pub fn open_existing(fs: &dyn Fs, path: &Path, plp: bool) -> Result<EmulatedZoned> {
+        let mut sb = vec![0u8; SUPER_BODY + 4];
+        let file = fs.open_read(path)?;
+        let not_device = || {
+            Error::invalid(format!(
+                "{} is not a tierkv zoned device (no TKVZONED superblock)",
+                path.display()
+            ))
+        };
+        if file.size() < sb.len() as u64 {
+            return Err(not_device());
+        }
+        file.read_exact_at(0, &mut sb)?;
+        if &sb[..8] != MAGIC {
+            return Err(not_device());
+        }
+        let mut r = coding::Decoder::new(&sb[12..SUPER_BODY]);
+        let mut g = Geometry::new(DEFAULT_LBA, 1);
+        g.lba = r.u64().unwrap_or_default();
+        g.zone_size = r.u64().unwrap_or_default();
+        g.zone_capacity = r.u64().unwrap_or_default();
+        g.zones = r.u32().unwrap_or_default();
+        // NB: `open` checks the checksum; a damaged field fails validation first, naming the
+        // file.
+        EmulatedZoned::open(fs, path, g, plp)
+    }
+
     /// The device file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Marks a zone READ_ONLY or OFFLINE for good, as a worn-out device would (tests).
+    /// Marks a zone READ_ONLY or OFFLINE for good, as a worn-out device would.
+    #[cfg(test)]
     pub fn set_condition(&self, zone: ZoneId, state: ZoneState) -> Result<(), ZoneError> {
         assert!(matches!(state, ZoneState::ReadOnly | ZoneState::Offline));
         self.check_zone(zone)?;
@@ -547,7 +572,7 @@ fn encode_superblock(g: &Geometry) -> Vec<u8> {
 }
 
 /// Checks that `path` is a tierkv zoned device formatted like `g`, `len` bytes long.
-fn check_superblock(fs: &Arc<dyn Fs>, path: &Path, g: &Geometry, len: u64) -> Result<()> {
+fn check_superblock(fs: &dyn Fs, path: &Path, g: &Geometry, len: u64) -> Result<()> {
     let size = fs.file_size(path)?;
     let not_device = || {
         Error::invalid(format!(

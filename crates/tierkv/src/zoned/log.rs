@@ -114,6 +114,7 @@ impl ZoneLog {
     }
 
     /// The zone manager's counters.
+    #[cfg(test)]
     pub fn stats(&self) -> &ZoneLogStats {
         &self.stats
     }
@@ -124,6 +125,7 @@ impl ZoneLog {
     }
 
     /// Finished zones and where their data ends, oldest first (the lazily recorded extents).
+    #[cfg(test)]
     pub fn extents(&self) -> Vec<(ZoneId, u64)> {
         self.pool.lock().extents.clone()
     }
@@ -198,7 +200,19 @@ impl ZoneLog {
         self.ready.notify_all();
     }
 
+    /// Hands back every finished zone `obsolete` says holds nothing live: the manager resets
+    /// them for reuse.
+    pub fn release_finished(&self, obsolete: impl Fn(ZoneId) -> bool) {
+        let mut pool = self.pool.lock();
+        let (gone, kept): (Vec<_>, Vec<_>) = pool.extents.iter().partition(|&&(z, _)| obsolete(z));
+        pool.extents = kept;
+        pool.released.extend(gone.into_iter().map(|(z, _)| z));
+        drop(pool);
+        self.work.notify_one();
+    }
+
     /// Hands finished zone `zone` back: the manager resets it for reuse.
+    #[cfg(test)]
     pub fn release(&self, zone: ZoneId) {
         self.pool.lock().released.push_back(zone);
         self.work.notify_one();
@@ -284,7 +298,7 @@ mod tests {
         fault.create_dir_all(Path::new("/d")).unwrap();
         let fs: Arc<dyn Fs> = fault;
         let g = Geometry::new(zone_size, zones);
-        Arc::new(EmulatedZoned::open(&fs, Path::new("/d/zoned"), g, false).unwrap())
+        Arc::new(EmulatedZoned::open(fs.as_ref(), Path::new("/d/zoned"), g, false).unwrap())
     }
 
     fn log(dev: &Arc<EmulatedZoned>, zones: u32) -> Arc<ZoneLog> {

@@ -17,8 +17,16 @@
 //! corruption, not a lost unsynced tail.
 
 mod recover;
+pub(crate) mod zones;
 
-pub(crate) use recover::{remove_below, replay};
+pub(crate) use recover::remove_below;
+use zones::ZoneWal;
+
+/// Replays the append logs and the zoned device's records into `sink`.
+pub(crate) fn replay(ctx: &super::ReplayCtx<'_>, sink: &mut dyn super::ReplaySink) -> Result<()> {
+    recover::replay(ctx, sink)?;
+    zones::replay(ctx, sink)
+}
 
 use super::{LogRoom, Wal, WalHost, WriteRequest};
 use crate::coding;
@@ -93,7 +101,8 @@ struct Unit {
     end: u64,
     written: bool,
     durable: bool,
-    log: Arc<LogFile>,
+    /// Its log file; `None` on a zoned device.
+    log: Option<Arc<LogFile>>,
     mem: Arc<MemTable>,
 }
 
@@ -107,6 +116,8 @@ struct Tracker {
     durable: u64,
     /// Logs holding published writes that were not synced, by number.
     dirty: BTreeMap<u64, Arc<LogFile>>,
+    /// The zoned device holds published writes appended without FUA.
+    device_dirty: bool,
     failed: Option<Error>,
 }
 
@@ -122,12 +133,29 @@ pub(crate) struct AppendWal {
     base_bytes: u64,
     /// Sealed logs of memtables not yet flushed, to delete once they are.
     logs: Mutex<BTreeMap<u64, PathBuf>>,
+    /// The zoned device the records go to (`wal = "zoned"`); log files when `None`.
+    zones: Option<ZoneWal>,
     me: Weak<AppendWal>,
 }
 
 impl AppendWal {
     /// The WAL of a database whose last recovered sequence number is `last_seq`.
     pub fn open(opts: &Options, tiers: &Arc<Tiers>, last_seq: u64) -> Result<Arc<AppendWal>> {
+        Self::with_zones(opts, tiers, last_seq, None)
+    }
+
+    /// The WAL of `wal = "zoned"`: records go to the zoned device of `opts` on tier 0.
+    pub fn open_zoned(opts: &Options, tiers: &Arc<Tiers>, last_seq: u64) -> Result<Arc<AppendWal>> {
+        let zones = ZoneWal::open(opts, tiers)?;
+        Self::with_zones(opts, tiers, last_seq, Some(zones))
+    }
+
+    fn with_zones(
+        opts: &Options,
+        tiers: &Arc<Tiers>,
+        last_seq: u64,
+        zones: Option<ZoneWal>,
+    ) -> Result<Arc<AppendWal>> {
         Ok(Arc::new_cyclic(|me| AppendWal {
             admit: Mutex::new(Admit {
                 log: None,
@@ -140,6 +168,7 @@ impl AppendWal {
                 visible: last_seq + 1,
                 durable: last_seq + 1,
                 dirty: BTreeMap::new(),
+                device_dirty: false,
                 failed: None,
             }),
             progress: Condvar::new(),
@@ -147,6 +176,7 @@ impl AppendWal {
             tiers: Arc::clone(tiers),
             base_bytes: log_bytes(opts),
             logs: Mutex::new(BTreeMap::new()),
+            zones,
             me: me.clone(),
         }))
     }
@@ -168,6 +198,13 @@ impl AppendWal {
 
     /// Starts `mem`'s log and makes it the active one.
     fn rotate(&self, admit: &mut Admit, mem: &Arc<MemTable>, need: u64) -> Result<()> {
+        if let Some(zones) = &self.zones {
+            let synced = self.tracker.lock().durable;
+            zones.mark(mem.wal_number(), admit.last_seq + 1, synced)?;
+            admit.mem = Some(Arc::clone(mem));
+            admit.tail = 0;
+            return Ok(());
+        }
         let log = self.create_log(mem.wal_number(), need)?;
         admit.log = Some(log);
         admit.mem = Some(Arc::clone(mem));
@@ -186,6 +223,11 @@ impl AppendWal {
             check,
         } = req;
         let mut batch = batch;
+        if let (Some(zones), Some(b)) = (&self.zones, &batch) {
+            if b.encoded_len() > zones.max_payload() {
+                zones.pad(&vec![0u8; HEADER + b.encoded_len()])?;
+            }
+        }
         let need = batch
             .as_ref()
             .map_or(0, |b| record_len(b.encoded_len()) + ALIGN);
@@ -206,12 +248,16 @@ impl AppendWal {
         };
         let first = admit.last_seq + 1;
         let n = batch.len() as u64;
-        let log = Arc::clone(admit.log.as_ref().expect("make_room starts a log"));
+        let log = admit.log.clone();
+        let log_number = admit.mem.as_ref().map_or(0, |m| m.wal_number());
         let mem = Arc::clone(admit.mem.as_ref().expect("make_room sets the memtable"));
         let payload = batch.encode_with_seq(first);
         let len = record_len(payload.len());
         let offset = admit.tail;
-        admit.tail += len;
+        admit.tail += match &self.zones {
+            Some(zones) => zones.padded(len),
+            None => len,
+        };
         admit.last_seq += n;
         let synced = {
             let mut t = self.tracker.lock();
@@ -225,7 +271,7 @@ impl AppendWal {
                     end: first + n,
                     written: false,
                     durable: false,
-                    log: Arc::clone(&log),
+                    log: log.clone(),
                     mem: Arc::clone(&mem),
                 },
             );
@@ -235,8 +281,14 @@ impl AppendWal {
         host.note_admitted();
         let sync = durability == Durability::Sync;
         let mut record = Vec::with_capacity(len as usize);
-        encode_record(&mut record, log.number, synced, payload);
-        let written = log.file.write_at(offset, &record, sync);
+        encode_record(&mut record, log_number, synced, payload);
+        let written = match (&log, &self.zones) {
+            (Some(log), _) => log.file.write_at(offset, &record, sync),
+            (None, Some(zones)) => zones
+                .pad(&record)
+                .and_then(|buf| zones.append(log_number, &buf, sync)),
+            (None, None) => unreachable!("make_room starts a log"),
+        };
         if written.is_ok() {
             mem.insert_batch(first, batch);
         }
@@ -293,7 +345,10 @@ impl AppendWal {
             if u.durable && t.durable == t.visible {
                 t.durable = u.end;
             } else if !u.durable {
-                t.dirty.insert(u.log.number, Arc::clone(&u.log));
+                match &u.log {
+                    Some(log) => drop(t.dirty.insert(log.number, Arc::clone(log))),
+                    None => t.device_dirty = true,
+                }
             }
             t.visible = u.end;
             host.publish(u.end - 1);
@@ -325,15 +380,25 @@ impl AppendWal {
             return Ok(());
         }
         let _covering = self.covering.lock();
-        let (target, dirty) = {
+        let target = {
             let mut t = self.tracker.lock();
             if t.durable >= end {
                 return Ok(());
             }
-            (t.visible, std::mem::take(&mut t.dirty))
+            let device = std::mem::take(&mut t.device_dirty);
+            (t.visible, std::mem::take(&mut t.dirty), device)
         };
-        for log in dirty.values() {
-            if let Err(e) = log.file.sync() {
+        let (target, dirty, device) = target;
+        let device_sync = || match (&self.zones, device) {
+            (Some(zones), true) => zones.flush(),
+            _ => Ok(()),
+        };
+        let syncs = dirty
+            .values()
+            .map(|log| log.file.sync())
+            .chain([device_sync()]);
+        for result in syncs {
+            if let Err(e) = result {
                 host.fail(&e);
                 let mut t = self.tracker.lock();
                 t.failed.get_or_insert(e.duplicate());
@@ -383,6 +448,9 @@ impl Wal for AppendWal {
     }
 
     fn release_below(&self, log_number: u64) {
+        if let Some(zones) = &self.zones {
+            zones.release_below(log_number);
+        }
         let mut logs = self.logs.lock();
         let keep = logs.split_off(&log_number);
         for path in std::mem::replace(&mut *logs, keep).into_values() {
@@ -392,11 +460,17 @@ impl Wal for AppendWal {
     }
 
     fn spawn_threads(self: Arc<Self>, _host: Arc<dyn WalHost>) -> Vec<JoinHandle<()>> {
-        Vec::new()
+        self.zones.iter().map(ZoneWal::spawn).collect()
     }
 
     fn idle(&self) -> bool {
         self.tracker.lock().units.is_empty()
+    }
+
+    fn stop(&self) {
+        if let Some(zones) = &self.zones {
+            zones.stop();
+        }
     }
 
     fn close(&self) -> Result<()> {
@@ -407,7 +481,11 @@ impl Wal for AppendWal {
     }
 
     fn io_path(&self) -> &'static str {
-        "append"
+        if self.zones.is_some() {
+            "zoned"
+        } else {
+            "append"
+        }
     }
 }
 
@@ -421,6 +499,12 @@ struct FileRoom<'a> {
 
 impl LogRoom for FileRoom<'_> {
     fn is_full(&self) -> bool {
+        if let Some(zones) = &self.wal.zones {
+            // A zoned log spans zones; its share of the device bounds it.
+            let need = zones.padded(self.need);
+            return self.admit.mem.is_none()
+                || (self.admit.tail > 0 && self.admit.tail + need > zones.log_budget());
+        }
         match &self.admit.log {
             Some(log) => self.admit.tail + self.need > log.capacity,
             None => true,

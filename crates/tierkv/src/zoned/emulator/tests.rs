@@ -23,7 +23,7 @@ fn geometry() -> Geometry {
 }
 
 fn open(fs: &Arc<dyn Fs>, g: Geometry) -> EmulatedZoned {
-    EmulatedZoned::open(fs, dev_path(), g, false).unwrap()
+    EmulatedZoned::open(fs.as_ref(), dev_path(), g, false).unwrap()
 }
 
 /// `lbas` LBAs of `byte`, aligned for `O_DIRECT`.
@@ -467,7 +467,7 @@ fn power_loss_keeps_each_unflushed_append_whole_or_not() {
 fn power_loss_protection_keeps_every_completed_append() {
     for seed in 0..8 {
         let (fault, fs) = fault_fs(seed);
-        let dev = EmulatedZoned::open(&fs, dev_path(), geometry(), true).unwrap();
+        let dev = EmulatedZoned::open(fs.as_ref(), dev_path(), geometry(), true).unwrap();
         for b in 1..6u8 {
             dev.append(0, block(b, 1).as_slice(), false).unwrap();
         }
@@ -519,7 +519,7 @@ fn bad_geometry_is_refused_naming_the_device() {
         },
     ];
     for g in cases {
-        let err = EmulatedZoned::open(&fs, dev_path(), g, false)
+        let err = EmulatedZoned::open(fs.as_ref(), dev_path(), g, false)
             .err()
             .expect("refused");
         let msg = err.to_string();
@@ -533,7 +533,7 @@ fn bad_geometry_is_refused_naming_the_device() {
 fn a_file_that_is_not_a_zoned_device_is_refused() {
     let (fault, fs) = fault_fs(1);
     fault.write_raw(dev_path(), &vec![7u8; 1 << 20]);
-    let err = EmulatedZoned::open(&fs, dev_path(), geometry(), false)
+    let err = EmulatedZoned::open(fs.as_ref(), dev_path(), geometry(), false)
         .err()
         .unwrap();
     assert!(matches!(err, Error::InvalidArgument(_)));
@@ -543,14 +543,14 @@ fn a_file_that_is_not_a_zoned_device_is_refused() {
         "{err}"
     );
     fault.write_raw(dev_path(), b"short");
-    assert!(EmulatedZoned::open(&fs, dev_path(), geometry(), false).is_err());
+    assert!(EmulatedZoned::open(fs.as_ref(), dev_path(), geometry(), false).is_err());
 }
 
 #[test]
 fn reopening_with_another_geometry_is_refused() {
     let (_, fs) = fault_fs(1);
     drop(open(&fs, geometry()));
-    let err = EmulatedZoned::open(&fs, dev_path(), Geometry::new(ZONE, 4), false)
+    let err = EmulatedZoned::open(fs.as_ref(), dev_path(), Geometry::new(ZONE, 4), false)
         .err()
         .unwrap();
     assert!(err.to_string().contains("was formatted with"), "{err}");
@@ -560,7 +560,7 @@ fn reopening_with_another_geometry_is_refused() {
         max_active: 6,
         ..geometry()
     };
-    EmulatedZoned::open(&fs, dev_path(), g, false).unwrap();
+    EmulatedZoned::open(fs.as_ref(), dev_path(), g, false).unwrap();
 }
 
 #[test]
@@ -568,7 +568,7 @@ fn a_damaged_superblock_is_corruption() {
     let (fault, fs) = fault_fs(1);
     drop(open(&fs, geometry()));
     fault.flip_bit(dev_path(), 20, 1);
-    let err = EmulatedZoned::open(&fs, dev_path(), geometry(), false)
+    let err = EmulatedZoned::open(fs.as_ref(), dev_path(), geometry(), false)
         .err()
         .unwrap();
     assert!(err.is_corruption(), "{err}");
@@ -579,12 +579,12 @@ fn on_a_real_file_appends_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn Fs> = Arc::new(PosixFs::new());
     let path = dir.path().join("zoned");
-    let dev = EmulatedZoned::open(&fs, &path, geometry(), false).unwrap();
+    let dev = EmulatedZoned::open(fs.as_ref(), &path, geometry(), false).unwrap();
     let a = dev.append(0, block(1, 2).as_slice(), true).unwrap();
     let b = dev.append(0, block(2, 1).as_slice(), false).unwrap();
     dev.flush().unwrap();
     drop(dev);
-    let dev = EmulatedZoned::open(&fs, &path, geometry(), false).unwrap();
+    let dev = EmulatedZoned::open(fs.as_ref(), &path, geometry(), false).unwrap();
     assert_eq!((a, b), (0, 2 * LBA as u64));
     assert_eq!(wp(&dev, 0), 3 * LBA as u64);
     assert_eq!(read(&dev, 0, b, LBA), vec![2u8; LBA]);
