@@ -413,12 +413,23 @@ mod tests {
                 zones.push(zone);
             }
         }
+        let s = zl.stats();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while s.zones_finished.load(Ordering::Relaxed) < s.replacements.load(Ordering::Relaxed)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         zl.stop();
         manager.join().unwrap();
         assert!(
             zones.len() >= 8,
             "four zones were used round and round: {zones:?}"
         );
-        assert!(zl.stats().zones_finished.load(Ordering::Relaxed) >= 7);
+        assert!(s.replacements.load(Ordering::Relaxed) >= 7);
+        assert_eq!(
+            s.zones_finished.load(Ordering::Relaxed),
+            s.replacements.load(Ordering::Relaxed)
+        );
     }
 }
