@@ -227,6 +227,10 @@ pub enum WalChoice {
     Group,
     /// SpanDB's parallel WAL.
     Parallel,
+    /// WALTZ's leaderless WAL on a conventional file.
+    Append,
+    /// WALTZ's leaderless WAL on the emulated zoned device.
+    Zoned,
 }
 
 /// A parsed profile: placement and, for tierkv, the WAL mode.
@@ -323,6 +327,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         let (is_wal, value) = match part {
             "group" => (true, Some(WalChoice::Group)),
             "parallel" => (true, Some(WalChoice::Parallel)),
+            "append" => (true, Some(WalChoice::Append)),
+            "zoned" => (true, Some(WalChoice::Zoned)),
             _ => (false, None),
         };
         if is_wal {
@@ -454,6 +460,8 @@ mod tierkv_engine {
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
                 Some(WalChoice::Parallel) => b = b.wal(WalMode::Parallel),
+                Some(WalChoice::Append) => b = b.wal(WalMode::Append),
+                Some(WalChoice::Zoned) => b = b.wal(WalMode::Zoned),
                 None => {}
             }
             let x = &cfg.tierkv;
@@ -946,6 +954,9 @@ mod tests {
         assert_eq!(p("pl").levels_on_fast, 0);
         assert_eq!(p("lad7").levels_on_fast, 7);
         assert_eq!(p("parallel").wal, Some(WalChoice::Parallel));
+        assert_eq!(p("pl+append").wal, Some(WalChoice::Append));
+        assert_eq!(p("zoned").wal, Some(WalChoice::Zoned));
+        assert!(parse_profile("append+parallel").is_err());
         assert_eq!(p("parallel").levels_on_fast, 2);
         assert_eq!(
             p("pl+parallel"),

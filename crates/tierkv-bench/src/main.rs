@@ -31,7 +31,8 @@ use workload::{Distribution, ValueSizes, Workload};
 struct Args {
     /// Engine: tierkv[:PROFILE] or rocksdb[:PROFILE] (rocksdb needs --features rocksdb). A
     /// profile joins with `+` a placement (pl, lad0..lad7; default lad2) and, for tierkv, a WAL
-    /// mode (group, the default, or parallel): tierkv:parallel, tierkv:pl+parallel, rocksdb:lad1.
+    /// mode (group, the default, parallel, append or zoned): tierkv:parallel, tierkv:pl+zoned,
+    /// rocksdb:lad1.
     /// tierkv's `auto` starts from the placement named (tierkv:auto+lad1) and takes thresholds
     /// (auto+bwl=0.3+rep=0); `bps=N` sets either engine's bytes_per_sync (rocksdb:lad2+bps=0).
     #[arg(long, default_value = "tierkv")]

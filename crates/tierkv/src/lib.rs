@@ -80,6 +80,9 @@
 //! - [`WalMode::Parallel`]: SpanDB's parallel WAL. Writes are numbered at admission and several
 //!   loggers pack them into 4 KiB pages of a preallocated area on tier 0, writing several runs
 //!   at once (through io_uring where the kernel allows); for a fast tier that needs queue depth.
+//! - [`WalMode::Append`]: WALTZ's leaderless WAL on a conventional file. Each writer reserves
+//!   its record's bytes with one add on the log's tail and writes (and syncs) it itself; no
+//!   writer waits for a leader's I/O.
 //!
 //! [`RecoveryMode`] says how damage found in the log at open is treated: a torn tail left by a
 //! crash is tolerated by default, damage to synced bytes is [`Error::Corruption`].
@@ -185,6 +188,7 @@ pub(crate) mod stats;
 pub(crate) mod tier;
 pub(crate) mod version;
 pub(crate) mod wal;
+pub(crate) mod zoned;
 
 pub use batch::{BatchIter, BatchOp, WriteBatch};
 pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};

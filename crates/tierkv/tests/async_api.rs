@@ -799,7 +799,9 @@ fn close_run(mode: WalMode) {
 fn other(mode: WalMode) -> WalMode {
     match mode {
         WalMode::Group => WalMode::Parallel,
-        WalMode::Parallel => WalMode::Group,
+        WalMode::Parallel => WalMode::Append,
+        WalMode::Append => WalMode::Zoned,
+        WalMode::Zoned => WalMode::Group,
     }
 }
 

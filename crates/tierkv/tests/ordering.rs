@@ -592,6 +592,31 @@ fn crash_recovers_a_causal_prefix_with_every_durable_write() {
     }
 }
 
+/// The append and zoned WALs' writers write and sync their own records with no leader ordering
+/// them, so a power loss can keep any subset of the unsynced ones: a sweep over seeds and crash
+/// kinds, with `KeepRandomWrites` (each unsynced write or zone append survives whole or not,
+/// leaving holes below the write pointer) among them.
+#[test]
+fn append_wal_crash_sweep_recovers_a_prefix_with_every_durable_write() {
+    let crashes = [
+        Crash::Power(CrashPolicy::KeepRandomWrites),
+        Crash::Power(CrashPolicy::KeepRandomPages),
+        Crash::Power(CrashPolicy::DropUnsynced),
+        Crash::Process,
+    ];
+    for mode in [WalMode::Append, WalMode::Zoned] {
+        for seed in 0..12u64 {
+            for crash in crashes {
+                within(
+                    &format!("{mode:?} sweep {crash:?} seed {seed}"),
+                    TEST_LIMIT,
+                    move || crash_run(mode, crash, 100 + seed),
+                );
+            }
+        }
+    }
+}
+
 /// `FaultFs`'s `TearLastSector` tears an overwrite inside a preallocated, synced file (the
 /// parallel-WAL area) in place: a power loss never shortens a file below its durable size.
 #[test]

@@ -205,6 +205,9 @@ impl AreaModel {
                 }
                 out
             }
+            Crash::Power(CrashPolicy::KeepRandomWrites) => {
+                unreachable!("this sweep models pages, not whole writes")
+            }
         }
     }
 }

@@ -58,6 +58,11 @@ pub enum CrashPolicy {
     /// Every unsynced byte survives except the last sector written, which is torn: its second
     /// half reads as zeros, or the file ends inside it.
     TearLastSector,
+    /// Each write (`append` or `write_at`) since the last `sync` survives whole or not at all,
+    /// independently of the others, in the order they were made: a zoned device's completed
+    /// but unflushed appends. A lost write past the durable end reads as zeros when a later
+    /// write survived.
+    KeepRandomWrites,
 }
 
 /// The error an injected fault returns.
@@ -101,6 +106,8 @@ struct FileData {
     dirty: BTreeSet<usize>,
     /// The sector of the last byte written since the last `sync`.
     last_sector: Option<usize>,
+    /// Every write since the last `sync`: offset and bytes.
+    unsynced: Vec<(usize, Vec<u8>)>,
 }
 
 impl FileData {
@@ -121,6 +128,7 @@ impl FileData {
         let start = self.data.len();
         let end = start + bytes.len();
         self.data.extend_from_slice(bytes);
+        self.unsynced.push((start, bytes.to_vec()));
         self.dirty.extend(start / PAGE..=(end - 1) / PAGE);
         self.last_sector = Some((end - 1) / SECTOR);
     }
@@ -135,6 +143,7 @@ impl FileData {
             self.data.resize(end, 0);
         }
         self.data[offset..end].copy_from_slice(bytes);
+        self.unsynced.push((offset, bytes.to_vec()));
         // NB: bytes from `offset` on may now differ from the durable ones.
         self.stable = self.stable.min(offset);
         self.dirty.extend(offset / PAGE..=(end - 1) / PAGE);
@@ -146,6 +155,7 @@ impl FileData {
         self.data.clear();
         self.stable = 0;
         self.last_sector = None;
+        self.unsynced.clear();
     }
 
     fn sync(&mut self) {
@@ -154,6 +164,7 @@ impl FileData {
         self.stable = self.data.len();
         self.dirty.clear();
         self.last_sector = None;
+        self.unsynced.clear();
     }
 
     /// The bytes a power loss leaves under `policy`.
@@ -162,7 +173,22 @@ impl FileData {
             CrashPolicy::DropUnsynced => self.durable.clone(),
             CrashPolicy::KeepRandomPages => self.keep_random_pages(rng),
             CrashPolicy::TearLastSector => self.tear_last_sector(rng),
+            CrashPolicy::KeepRandomWrites => self.keep_random_writes(rng),
         }
+    }
+
+    fn keep_random_writes(&self, rng: &mut SmallRng) -> Vec<u8> {
+        let mut out = self.durable.clone();
+        for (offset, bytes) in &self.unsynced {
+            let end = offset + bytes.len();
+            if rng.gen_bool(0.5) {
+                if out.len() < end {
+                    out.resize(end, 0);
+                }
+                out[*offset..end].copy_from_slice(bytes);
+            }
+        }
+        out
     }
 
     fn keep_random_pages(&self, rng: &mut SmallRng) -> Vec<u8> {

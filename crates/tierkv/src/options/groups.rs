@@ -228,6 +228,15 @@ pub struct WalOptions {
     /// Parallel WAL: submit page writes through io_uring on an `O_DIRECT` descriptor when the
     /// kernel and file system allow it (else `pwritev2` from the logger). Default true.
     pub io_uring: bool,
+    /// Zoned WAL: bytes of each zone of the emulated zoned device (`WALZONES` on tier 0), a
+    /// multiple of 4 KiB. Default 16 MiB.
+    #[serde(deserialize_with = "de_size")]
+    pub zone_size: u64,
+    /// Zoned WAL: zones of the device; at least 3 (one active, two reserved). Default 16.
+    pub zones: u32,
+    /// Zoned WAL: the device has power-loss protection (completed appends are durable).
+    /// Default false.
+    pub zone_power_loss_protection: bool,
 }
 
 impl Default for WalOptions {
@@ -240,6 +249,9 @@ impl Default for WalOptions {
             inflight: 4,
             group_bytes: None,
             io_uring: true,
+            zone_size: 16 << 20,
+            zones: 16,
+            zone_power_loss_protection: false,
         }
     }
 }
@@ -265,6 +277,14 @@ pub enum WalMode {
     /// A preallocated page area on tier 0 written by several loggers at once (SpanDB's
     /// parallel WAL); see `docs/parallel-wal.md`.
     Parallel,
+    /// One preallocated log file per memtable written without a leader: each writer reserves
+    /// its bytes with one add on the file's tail and writes and syncs its own record (WALTZ's
+    /// write path on a conventional file); see `docs/append-wal.md`.
+    Append,
+    /// The append WAL on an emulated zoned device: each writer zone-appends its own record to
+    /// the active zone; a zone manager thread finishes and recycles zones (WALTZ); see
+    /// `docs/append-wal.md`.
+    Zoned,
 }
 
 /// Where tables go: which levels live on the fast tier, fixed or moved by the fast tier's load.

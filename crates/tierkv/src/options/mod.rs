@@ -269,7 +269,8 @@ impl Options {
             let wals = self.memtable.max_immutable_memtables as u64 + 2;
             let per_wal = self.memtable.write_buffer_size as u64 + self.wal_preallocation_step();
             let logs = match self.wal.mode {
-                WalMode::Group => wals * per_wal,
+                WalMode::Group | WalMode::Append => wals * per_wal,
+                WalMode::Zoned => self.wal.zone_size * u64::from(self.wal.zones),
                 WalMode::Parallel => self.wal_area_bytes(),
             };
             logs + 2 * self.manifest_roll_bytes()
@@ -451,6 +452,9 @@ options_by_name! {
     hot_tracker_share: f64 => @ hot_tier.tracker_share;
     hot_pinned_share: f64 => @ hot_tier.pinned_share;
     msc_policy: MscPolicy => @ hot_tier.msc_policy;
+    wal_zone_size: u64 => @ wal.zone_size;
+    wal_zones: u32 => @ wal.zones;
+    wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
 }
 
 /// Builds [`Options`]; `build` validates.
@@ -596,6 +600,31 @@ mod tests {
         assert_eq!(parse_size("1.5 GiB").unwrap(), 3 << 29);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert!(parse_size("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn the_append_wal_is_chosen_by_toml_and_builder() {
+        let tier = "[[tier]]\nname = \"fast\"\npath = \"/tmp/tierkv-opts-append\"\n";
+        let opts = Options::from_toml_str(&format!("[wal]\nmode = \"append\"\n{tier}")).unwrap();
+        assert_eq!(opts.wal.mode, WalMode::Append);
+        let flat = Options::from_toml_str(&format!("wal = \"append\"\n{tier}")).unwrap();
+        assert_eq!(flat.wal.mode, WalMode::Append);
+        let built = Options::builder()
+            .tier(TierConfig::new("fast", "/tmp/tierkv-opts-append"))
+            .wal(WalMode::Append)
+            .build()
+            .unwrap();
+        assert_eq!(built.wal.mode, WalMode::Append);
+        assert_eq!(built.wal_reserve(), {
+            let group = Options {
+                wal: WalOptions {
+                    mode: WalMode::Group,
+                    ..built.wal.clone()
+                },
+                ..built.clone()
+            };
+            group.wal_reserve()
+        });
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //!   logs the whole group to one log file per memtable, and syncs once.
 //! - `parallel` ([`parallel`]): SpanDB's parallel WAL. Writers are numbered at admission;
 //!   loggers pack them into 4 KiB pages of a preallocated area and write several runs at once.
+//! - `append` ([`append`]): WALTZ's leaderless write path on a conventional file. Each writer
+//!   reserves its bytes with one add on the log's tail and writes and syncs its own record.
+//! - `zoned` ([`append::zones`]): the same, each record zone-appended to an emulated zoned
+//!   device, with a zone manager thread.
 //!
 //! Recovery ([`replay`]) reads every mode's logs, whatever mode the database is opened in now,
 //! so that a database can change modes across a reopen: log files first, then the area.
@@ -21,6 +25,7 @@
 //! sequence number is visible, and a `Sync` write is acknowledged only once every write with a
 //! smaller sequence number is durable too; so recovery always rebuilds a prefix of history.
 
+pub mod append;
 pub mod group;
 pub mod log;
 pub mod parallel;
@@ -174,9 +179,11 @@ pub(crate) fn open(
     if opts.read_only {
         return Ok(Arc::new(ReadOnly));
     }
+    append::remove_below(tiers.fs().as_ref(), &tiers.fast().dir, log_number)?;
     match opts.wal.mode {
         WalMode::Group => {
             parallel::remove_area(tiers)?;
+            append::zones::remove(tiers)?;
             Ok(group::GroupWal::open(opts, tiers, log_number)?)
         }
         WalMode::Parallel => Ok(parallel::ParallelWal::open(
@@ -185,6 +192,15 @@ pub(crate) fn open(
             last_seq,
             replayed.area_meta.as_ref(),
         )?),
+        WalMode::Append => {
+            parallel::remove_area(tiers)?;
+            append::zones::remove(tiers)?;
+            Ok(append::AppendWal::open(opts, tiers, last_seq)?)
+        }
+        WalMode::Zoned => {
+            parallel::remove_area(tiers)?;
+            Ok(append::AppendWal::open_zoned(opts, tiers, last_seq)?)
+        }
     }
 }
 
@@ -218,6 +234,7 @@ pub(crate) struct Replayed {
 /// Replays every mode's live logs into `sink`, in sequence order.
 pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<Replayed> {
     group::replay(ctx, sink)?;
+    append::replay(ctx, sink)?;
     let area_meta = parallel::replay(ctx, sink)?;
     Ok(Replayed { area_meta })
 }

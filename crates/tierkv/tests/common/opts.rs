@@ -3,13 +3,20 @@
 
 use tierkv::{Options, OptionsBuilder, WalMode};
 
-/// Both WAL modes, for tests that run once per mode.
-pub const MODES: [WalMode; 2] = [WalMode::Group, WalMode::Parallel];
+/// Every WAL mode, for tests that run once per mode.
+pub const MODES: [WalMode; 4] = [
+    WalMode::Group,
+    WalMode::Parallel,
+    WalMode::Append,
+    WalMode::Zoned,
+];
 
 /// Memtables of `write_buffer` bytes, tables of `target_file` bytes, an L1 of `level_base`
-/// bytes; everything else at its default.
+/// bytes, a zoned WAL device of 16 zones of 1 MiB; everything else at its default.
 pub fn sized(write_buffer: usize, target_file: u64, level_base: u64) -> OptionsBuilder {
     Options::builder()
+        .wal_zone_size(1 << 20)
+        .wal_zones(16)
         .write_buffer_size(write_buffer)
         .target_file_size(target_file)
         .max_bytes_for_level_base(level_base)

@@ -1,0 +1,384 @@
+//! `wal = "zoned"`: the append WAL's records zone-appended to an emulated zoned device
+//! (`WALZONES` on tier 0) through a [`ZoneLog`], whose zone manager keeps zone work out of
+//! the write path.
+//!
+//! Records have the append WAL's layout, each padded to whole LBAs and appended at once (so at
+//! most the device's append limit). Where a record lands is the device's choice, so offset order
+//! is not sequence order: each memtable's log starts with a durable *marker* record (an empty
+//! batch numbered like the memtable's first write), and recovery collects every intact record
+//! of the live logs from every zone, orders them by sequence number, and replays from the
+//! oldest live log's marker up to the first gap.
+//!
+//! INVARIANT: a zone is reset only once every log it holds a record of is below the MANIFEST's
+//! log number (`zone_max`), and only after the manager finished it.
+
+use super::{encode_record, record_len, HEADER};
+use crate::batch::WriteBatch;
+use crate::coding;
+use crate::env::AlignedBuf;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::tier::Tiers;
+use crate::wal::log::RecoveryMode;
+use crate::wal::{ReplayCtx, ReplaySink};
+use crate::zoned::emulator::EmulatedZoned;
+use crate::zoned::log::ZoneLog;
+use crate::zoned::{Geometry, ZoneState, ZonedDevice};
+use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The device file on tier 0.
+pub(crate) const DEVICE: &str = "WALZONES";
+/// Share of a zone (percent) below which the active zone is replaced.
+const REPLACE_PCT: f64 = 1.0;
+
+/// The zoned side of an append WAL.
+pub(crate) struct ZoneWal {
+    dev: Arc<EmulatedZoned>,
+    log: Arc<ZoneLog>,
+    path: PathBuf,
+    /// The highest log number with a record in each zone.
+    zone_max: Vec<AtomicU64>,
+    /// Padded record bytes one memtable's log may take before the memtable switches, so
+    /// that the logs of the memtables not yet flushed never pin every zone.
+    log_budget: u64,
+    manager: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ZoneWal {
+    /// Opens (formatting if missing) the device of `opts` on tier 0 and empties its zones:
+    /// recovery has replayed and flushed what they held.
+    pub fn open(opts: &Options, tiers: &Tiers) -> Result<ZoneWal> {
+        let path = tiers.fast().dir.join(DEVICE);
+        let g = Geometry::new(opts.wal.zone_size, opts.wal.zones);
+        g.validate(&format!(
+            "zoned WAL device {} (options wal.zone_size, wal.zones)",
+            path.display()
+        ))?;
+        let dev = Arc::new(EmulatedZoned::open(
+            tiers.fs().as_ref(),
+            &path,
+            g,
+            opts.wal.zone_power_loss_protection,
+        )?);
+        let mut usable = Vec::new();
+        for z in dev.report() {
+            if matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline) {
+                continue;
+            }
+            dev.reset(z.id).map_err(|e| e.into_error(&path))?;
+            usable.push(z.id);
+        }
+        let spare = usable.len().saturating_sub(crate::zoned::log::RESERVED + 1) as u64;
+        let logs = opts.memtable.max_immutable_memtables as u64 + 2;
+        let log_budget = (spare * g.zone_capacity / logs).max(g.append_limit);
+        let device: Arc<dyn ZonedDevice> = dev.clone();
+        let log = ZoneLog::new(device, path.clone(), usable, REPLACE_PCT)?;
+        Ok(ZoneWal {
+            log_budget,
+            zone_max: (0..g.zones).map(|_| AtomicU64::new(0)).collect(),
+            dev,
+            log,
+            path,
+            manager: Mutex::new(None),
+        })
+    }
+
+    /// `record` padded to whole LBAs, aligned for `O_DIRECT`; an error if it is larger than one
+    /// append may be.
+    pub fn pad(&self, record: &[u8]) -> Result<AlignedBuf> {
+        let g = self.dev.geometry();
+        let len = (record.len() as u64).div_ceil(g.lba) * g.lba;
+        if len > g.append_limit {
+            return Err(Error::invalid(format!(
+                "zoned WAL: a record of {} bytes is larger than the zone-append limit {} of {}; \
+                 write smaller batches",
+                record.len(),
+                g.append_limit,
+                self.path.display()
+            )));
+        }
+        let mut buf = AlignedBuf::zeroed(len as usize);
+        buf.as_mut_slice()[..record.len()].copy_from_slice(record);
+        Ok(buf)
+    }
+
+    /// Bytes `record_len` takes on the device, padding included.
+    pub fn padded(&self, record_len: u64) -> u64 {
+        let lba = self.dev.geometry().lba;
+        record_len.div_ceil(lba) * lba
+    }
+
+    /// See `log_budget`.
+    pub fn log_budget(&self) -> u64 {
+        self.log_budget
+    }
+
+    /// The largest payload one record can carry.
+    pub fn max_payload(&self) -> usize {
+        self.dev.geometry().append_limit as usize - HEADER
+    }
+
+    /// Appends a padded record of log `log_number`.
+    pub fn append(&self, log_number: u64, record: &AlignedBuf, fua: bool) -> Result<()> {
+        let (zone, _) = self.log.append(record.as_slice(), fua)?;
+        self.zone_max[zone as usize].fetch_max(log_number, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Makes every completed append durable.
+    pub fn flush(&self) -> Result<()> {
+        self.dev.flush().map_err(|e| e.into_error(&self.path))
+    }
+
+    /// Gives the finished zones holding only logs below `log_number` back for reuse.
+    pub fn release_below(&self, log_number: u64) {
+        self.log.release_finished(|z| {
+            let max = &self.zone_max[z as usize];
+            let obsolete = max.load(Ordering::Acquire) < log_number;
+            if obsolete {
+                max.store(0, Ordering::Release);
+            }
+            obsolete
+        });
+    }
+
+    /// Starts the zone manager.
+    pub fn spawn(&self) -> JoinHandle<()> {
+        self.log.spawn_manager()
+    }
+
+    /// Stops the zone manager.
+    pub fn stop(&self) {
+        self.log.stop();
+        if let Some(h) = self.manager.lock().take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Writes the marker starting log `log_number` at sequence `first`, durably.
+    pub fn mark(&self, log_number: u64, first: u64, synced: u64) -> Result<()> {
+        let mut empty = WriteBatch::new();
+        let mut rec = Vec::new();
+        encode_record(&mut rec, log_number, synced, empty.encode_with_seq(first));
+        let buf = self.pad(&rec)?;
+        self.append(log_number, &buf, true)
+    }
+}
+
+/// Removes the device of a database opened in another mode (after replay).
+pub(crate) fn remove(tiers: &Tiers) -> Result<()> {
+    let path = tiers.fast().dir.join(DEVICE);
+    if tiers.fs().exists(&path) {
+        tiers.fs().remove_file(&path)?;
+    }
+    Ok(())
+}
+
+/// One intact record found on the device.
+struct Found {
+    seq: u64,
+    log: u64,
+    synced: u64,
+    zone: u32,
+    offset: u64,
+    batch: WriteBatch,
+}
+
+/// Replays the live records of the device, if there is one.
+pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<()> {
+    let path = ctx.dir.join(DEVICE);
+    if !ctx.fs.exists(&path) {
+        return Ok(());
+    }
+    let dev = EmulatedZoned::open_existing(ctx.fs, &path, false)?;
+    let mut found = scan(&dev, ctx.log_number)?;
+    let Some(max_log) = found.iter().map(|f| f.log).max() else {
+        return Ok(());
+    };
+    sink.mark_number_used(max_log);
+    found.sort_by_key(|f| (f.seq, !f.batch.is_empty()));
+    let min_log = found.iter().map(|f| f.log).min().unwrap_or_default();
+    let start = found
+        .iter()
+        .filter(|f| f.log == min_log && f.batch.is_empty())
+        .map(|f| f.seq)
+        .min();
+    let mut next = start;
+    if let Some(mut n) = next {
+        let from = n;
+        for f in found
+            .iter()
+            .filter(|f| !f.batch.is_empty() && f.seq >= from)
+        {
+            if f.seq != n {
+                break;
+            }
+            sink.apply(f.seq, &f.batch)?;
+            n += f.batch.len() as u64;
+        }
+        next = Some(n);
+    }
+    let expected = next.unwrap_or(0);
+    if ctx.mode == RecoveryMode::PointInTime {
+        return Ok(());
+    }
+    if let Some(proof) = found.iter().find(|f| f.synced > expected) {
+        return Err(Error::corruption(
+            &path,
+            dev.geometry().zone_size * u64::from(proof.zone) + proof.offset,
+            format!(
+                "zoned WAL: write {expected} is missing, but the record at zone {} offset {} was \
+                 written once every write below {} was durable",
+                proof.zone, proof.offset, proof.synced
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Every intact record of a log at or above `min_log`, from every zone.
+fn scan(dev: &EmulatedZoned, min_log: u64) -> Result<Vec<Found>> {
+    let g = *dev.geometry();
+    let mut out = Vec::new();
+    let mut data = vec![0u8; g.zone_capacity as usize];
+    for z in dev.report() {
+        if z.state == ZoneState::Offline || z.write_pointer == 0 {
+            continue;
+        }
+        dev.read(z.id, 0, &mut data)
+            .map_err(|e| e.into_error(dev.path()))?;
+        let mut offset = 0u64;
+        while offset + HEADER as u64 <= g.zone_capacity {
+            match parse(&data[offset as usize..]) {
+                Some((log, synced, seq, batch, len)) => {
+                    if log >= min_log {
+                        out.push(Found {
+                            seq,
+                            log,
+                            synced,
+                            zone: z.id,
+                            offset,
+                            batch,
+                        });
+                    }
+                    offset += record_len(len).div_ceil(g.lba) * g.lba;
+                }
+                None => offset += g.lba,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The record at the start of `data`: log, synced, first sequence, batch, payload length.
+fn parse(data: &[u8]) -> Option<(u64, u64, u64, WriteBatch, usize)> {
+    let len = coding::get_u32(data.get(4..8)?)? as usize;
+    let body = data.get(4..HEADER + len)?;
+    if coding::get_u32(data)? != coding::crc(body) || len == 0 {
+        return None;
+    }
+    let (seq, batch) = WriteBatch::decode(&body[HEADER - 4..])?;
+    Some((
+        coding::get_u64(&data[8..])?,
+        coding::get_u64(&data[16..])?,
+        seq,
+        batch,
+        len,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{FaultFs, Fs};
+    use crate::wal::log::RecoveryMode;
+    use std::path::Path;
+
+    #[derive(Default)]
+    struct Sink(Vec<u64>);
+
+    impl ReplaySink for Sink {
+        fn mark_number_used(&mut self, _: u64) {}
+        fn apply(&mut self, seq: u64, _: &WriteBatch) -> Result<()> {
+            self.0.push(seq);
+            Ok(())
+        }
+    }
+
+    /// A device holding log 5's marker at sequence 1, then one-operation writes `seqs`, each
+    /// with its `synced` claim, appended in the order given; returns where each landed.
+    fn device(fs: &Arc<FaultFs>, writes: &[(u64, u64)]) -> Vec<(u32, u64)> {
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let g = Geometry::new(64 << 10, 4);
+        let dev =
+            EmulatedZoned::open(fs.as_ref(), &Path::new("/db").join(DEVICE), g, false).unwrap();
+        let mut rec = Vec::new();
+        let mut put = |seq: u64, synced: u64, ops: usize| {
+            let mut b = WriteBatch::new();
+            for i in 0..ops {
+                b.put(format!("k{seq}-{i}"), b"v");
+            }
+            encode_record(&mut rec, 5, synced, b.encode_with_seq(seq));
+            let mut buf = AlignedBuf::zeroed(4096);
+            buf.as_mut_slice()[..rec.len()].copy_from_slice(&rec);
+            let zone = if seq > 2 { 1 } else { 0 };
+            (zone, dev.append(zone, buf.as_slice(), false).unwrap())
+        };
+        put(1, 1, 0);
+        writes
+            .iter()
+            .map(|&(seq, synced)| put(seq, synced, 1))
+            .collect()
+    }
+
+    fn replay_all(fs: &Arc<FaultFs>, mode: RecoveryMode) -> Result<Vec<u64>> {
+        let ctx = ReplayCtx {
+            fs: fs.as_ref(),
+            dir: Path::new("/db"),
+            log_number: 5,
+            mode,
+        };
+        let mut sink = Sink::default();
+        replay(&ctx, &mut sink)?;
+        Ok(sink.0)
+    }
+
+    #[test]
+    fn records_replay_in_sequence_order_whatever_their_place() {
+        let fs = FaultFs::new(1);
+        // Seq 3 and 4 land in zone 1, seq 1 and 2 in zone 0, appended out of order.
+        device(&fs, &[(4, 1), (2, 1), (1, 1), (3, 1)]);
+        let got = replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap();
+        assert_eq!(got, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_hole_ends_history_unless_a_later_record_proves_it_durable() {
+        let fs = FaultFs::new(1);
+        device(&fs, &[(1, 1), (3, 2)]);
+        assert_eq!(
+            replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap(),
+            vec![1]
+        );
+
+        let fs = FaultFs::new(1);
+        let at = device(&fs, &[(1, 1), (3, 3)]);
+        let err = replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap_err();
+        let msg = err.to_string();
+        assert!(err.is_corruption(), "{msg}");
+        let (zone, offset) = at[1];
+        assert!(
+            msg.contains(&format!("zone {zone} offset {offset}")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("write 2 is missing") && msg.contains("WALZONES"),
+            "{msg}"
+        );
+        assert_eq!(replay_all(&fs, RecoveryMode::PointInTime).unwrap(), vec![1]);
+    }
+}
