@@ -181,6 +181,7 @@ pub(crate) mod sst;
 pub(crate) mod stats;
 pub(crate) mod tier;
 pub(crate) mod version;
+pub(crate) mod vlog;
 pub(crate) mod wal;
 
 pub use batch::{BatchIter, BatchOp, WriteBatch};
@@ -191,8 +192,8 @@ pub use key::SeqNo;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
     OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
-    TableOptions, TierConfig, WalMode, WalOptions, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN,
-    MAX_VALUE_LEN,
+    TableOptions, TierConfig, ValueOptions, ValuesMode, WalMode, WalOptions, WriteOptions,
+    MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, Stats, TierIo, TierStats};

@@ -247,6 +247,20 @@ pub struct Stats {
     pub placement_history: Vec<String>,
     /// Per-tier I/O rates over the last second or so.
     pub tier_io: Vec<TierIo>,
+    /// Split values: values written inline in the LSM (below `split_threshold`) since open.
+    pub split_inline_items: u64,
+    /// Split values: bytes of those values.
+    pub split_inline_bytes: u64,
+    /// Split values: values written to the value log since open.
+    pub split_separated_items: u64,
+    /// Split values: bytes of those values.
+    pub split_separated_bytes: u64,
+    /// Split values: record bytes appended to value-log files since open.
+    pub vlog_bytes_written: u64,
+    /// Split values: values read from the value log since open.
+    pub vlog_reads: u64,
+    /// Split values: bytes of the value-log files on disk now.
+    pub vlog_file_bytes: u64,
 }
 
 impl Stats {
@@ -458,6 +472,21 @@ impl fmt::Display for Stats {
             self.immutable_memtables,
             self.last_sequence,
             self.snapshots
-        )
+        )?;
+        if self.split_inline_items + self.split_separated_items + self.vlog_file_bytes > 0 {
+            write!(
+                f,
+                "\nsplit values: {} inline ({}), {} separated ({}); value log {} on disk, {} \
+                 written, {} reads",
+                self.split_inline_items,
+                human_bytes(self.split_inline_bytes),
+                self.split_separated_items,
+                human_bytes(self.split_separated_bytes),
+                human_bytes(self.vlog_file_bytes),
+                human_bytes(self.vlog_bytes_written),
+                self.vlog_reads
+            )?;
+        }
+        Ok(())
     }
 }

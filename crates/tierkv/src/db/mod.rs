@@ -97,6 +97,8 @@ pub(crate) struct DbInner {
     pacer: pacer::WritePacer,
     counters: Counters,
     _lock: Box<dyn FileLock>,
+    /// SPLIT VALUES: the value log with `values = "split"` (`crate::vlog`), else `None`.
+    vlog: Option<Arc<crate::vlog::ValueLog>>,
 }
 
 /// A live table file, as [`Db::live_files`] reports it.
@@ -362,6 +364,14 @@ impl Db {
         self.inner.stats()
     }
 
+    /// Reads every value the database holds at its latest state, checking each value-log
+    /// record a pointer names (its checksum, length and key), as `tierkv check` does. Returns
+    /// the number of values checked and how many of them were in the value log. Without split
+    /// values every value is inline.
+    pub fn check_values(&self) -> Result<(u64, u64)> {
+        self.inner.check_values()
+    }
+
     /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.opts
@@ -589,6 +599,8 @@ impl DbInner {
             background_paced_micros: self.tiers.background_limiter().waited_micros(),
             placement_history,
             tier_io: self.io_report(),
+            // SPLIT VALUES: the value log's counters (zero without one).
+            ..self.vlog.as_ref().map(|v| v.stats()).unwrap_or_default()
         }
     }
 }

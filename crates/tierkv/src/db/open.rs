@@ -67,6 +67,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         .unwrap_or_default();
     check_known_tiers_configured(&opts, &known)?;
     let tiers = Arc::new(Tiers::open(&opts, &db_id, &known, opts.read_only)?);
+    // SPLIT VALUES: checked before recovery writes anything (a mode mismatch is refused).
+    let vlog = crate::vlog::ValueLog::open(&opts, &tiers, recovered.is_none())?.map(Arc::new);
     let versions = VersionSet::recover(
         Arc::clone(&tiers),
         opts.compaction.num_levels,
@@ -141,6 +143,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         ),
         counters: Counters::default(),
         _lock: lock,
+        vlog,
         tiers,
         versions,
         opts,

@@ -11,7 +11,7 @@ mod toml_file;
 
 pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
-    TableOptions, WalMode, WalOptions,
+    TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
 };
 pub use toml_file::parse_size;
 
@@ -108,6 +108,8 @@ pub struct Options {
     pub placement: PlacementOptions,
     /// The asynchronous request pipeline (`[pipeline]`).
     pub pipeline: PipelineOptions,
+    /// Where values are stored (`[values]`).
+    pub values: ValueOptions,
     /// The file system all I/O goes through. Default: the POSIX one. Not in TOML.
     #[serde(skip)]
     pub fs: Arc<dyn Fs>,
@@ -127,6 +129,7 @@ impl fmt::Debug for Options {
             .field("wal", &self.wal.mode)
             .field("placement", &self.placement.mode)
             .field("pipeline", &self.pipeline)
+            .field("values", &self.values)
             .finish_non_exhaustive()
     }
 }
@@ -145,6 +148,7 @@ impl Default for Options {
             wal: WalOptions::default(),
             placement: PlacementOptions::default(),
             pipeline: PipelineOptions::default(),
+            values: ValueOptions::default(),
             fs: Arc::new(PosixFs::new()),
         }
     }
@@ -431,6 +435,8 @@ options_by_name! {
     auto_replicas: bool => @ placement.auto_replicas;
     pipeline_workers: usize => @ pipeline.workers;
     max_pending_requests: usize => @ pipeline.max_pending_requests;
+    values: ValuesMode => @ values.mode;
+    split_threshold: u64 => @ values.split_threshold;
 }
 
 /// Builds [`Options`]; `build` validates.
@@ -777,6 +783,7 @@ mod tests {
             "wal",
             "placement",
             "pipeline",
+            "values",
         ];
         assert!(OPTION_NAMES.iter().all(|(_, g, _)| groups.contains(g)));
         let o = Options::builder()
