@@ -261,6 +261,10 @@ pub struct Stats {
     pub vlog_reads: u64,
     /// Split values: bytes of the value-log files on disk now.
     pub vlog_file_bytes: u64,
+    /// Split values: pointers dropped by flushes and compactions since open.
+    pub vlog_garbage_items: u64,
+    /// Split values: value-log record bytes those pointers named (garbage).
+    pub vlog_garbage_bytes: u64,
 }
 
 impl Stats {
@@ -477,14 +481,15 @@ impl fmt::Display for Stats {
             write!(
                 f,
                 "\nsplit values: {} inline ({}), {} separated ({}); value log {} on disk, {} \
-                 written, {} reads",
+                 written, {} reads, {} garbage dropped since open",
                 self.split_inline_items,
                 human_bytes(self.split_inline_bytes),
                 self.split_separated_items,
                 human_bytes(self.split_separated_bytes),
                 human_bytes(self.vlog_file_bytes),
                 human_bytes(self.vlog_bytes_written),
-                self.vlog_reads
+                self.vlog_reads,
+                human_bytes(self.vlog_garbage_bytes)
             )?;
         }
         Ok(())

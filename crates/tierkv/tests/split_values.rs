@@ -330,3 +330,31 @@ fn crash_sweep_keeps_acknowledged_writes_and_pointers() {
         }
     }
 }
+
+#[test]
+fn overwritten_and_deleted_separated_values_are_counted_as_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap();
+    for i in 0..50 {
+        db.put(&WriteOptions::default(), b"hot", &val(i, 1000))
+            .unwrap();
+    }
+    db.put(&WriteOptions::default(), b"gone", &val(99, 1000))
+        .unwrap();
+    db.delete(&WriteOptions::default(), b"gone").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let st = db.stats();
+    // 49 overwritten versions of `hot` and the deleted `gone`; the live `hot` is not garbage.
+    assert_eq!(st.vlog_garbage_items, 50, "{st:?}");
+    assert_eq!(
+        st.vlog_garbage_bytes,
+        49 * (12 + 3 + 1000) + (12 + 4 + 1000),
+        "{st:?}"
+    );
+    assert!(st.to_string().contains("garbage dropped since open"));
+    assert_eq!(
+        db.get(&Default::default(), b"hot").unwrap(),
+        Some(val(49, 1000))
+    );
+}

@@ -88,6 +88,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         versions: &versions,
         placer: &placer,
         replicas: None,
+        vlog: vlog.as_deref(),
     };
     let (imm, replayed) = if opts.read_only {
         let mut mems = Vec::new();
