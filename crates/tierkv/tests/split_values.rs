@@ -96,6 +96,12 @@ fn model_with_snapshots_batches_and_reopen() {
         if step % 500 == 250 {
             snaps.push((db.snapshot(), model.clone()));
         }
+        // Reads between writes: records appended after a file's reader was opened.
+        if step % 7 == 0 {
+            let k = format!("k{:04}", rng.gen_range(0..300)).into_bytes();
+            let got = db.get(&ReadOptions::default(), &k).unwrap();
+            assert_eq!(got.as_ref(), model.get(&k), "step {step}: get {k:?}");
+        }
         if step % 1000 == 999 {
             for (s, m) in &snaps {
                 let mut it = db.iter(ReadOptions::at(s)).unwrap();
@@ -357,4 +363,32 @@ fn overwritten_and_deleted_separated_values_are_counted_as_garbage() {
         db.get(&Default::default(), b"hot").unwrap(),
         Some(val(49, 1000))
     );
+}
+
+#[test]
+fn async_writes_and_reads_route_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap();
+    let w = WriteOptions::default();
+    db.submit_put(&w, b"big", &val(1, 3000))
+        .unwrap()
+        .wait()
+        .unwrap();
+    db.submit_put(&w, b"small", &val(2, 10))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = db.submit_get(&Default::default(), b"big").unwrap().wait();
+    assert_eq!(got.unwrap(), Some(val(1, 3000)));
+    let mut txn = db.transaction();
+    txn.put(b"txn", &val(3, 2000)).unwrap();
+    txn.submit_commit(&w).unwrap().wait().unwrap();
+    db.flush().unwrap();
+    let got = db.submit_get(&Default::default(), b"txn").unwrap().wait();
+    assert_eq!(got.unwrap(), Some(val(3, 2000)));
+    assert_eq!(
+        db.get(&Default::default(), b"small").unwrap(),
+        Some(val(2, 10))
+    );
+    assert_eq!(db.check_values().unwrap(), (3, 2));
 }

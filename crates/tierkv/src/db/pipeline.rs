@@ -176,6 +176,8 @@ impl DbInner {
         durability: Durability,
         batch: WriteBatch,
     ) -> Result<Handle<()>> {
+        // SPLIT VALUES: routed (value log appended and synced) before the WAL sees it.
+        let batch = self.route_values(batch)?;
         self.reserve_request()?;
         let (handle, done) = self.async_channel();
         self.wal

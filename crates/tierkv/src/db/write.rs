@@ -48,7 +48,7 @@ impl DbInner {
     /// SPLIT VALUES: with a value log, the batch's large values are appended to it (durable on
     /// return, so before any WAL sync covering their pointers) and the batch the WAL logs holds
     /// tagged values (`crate::vlog`). Without one the batch is unchanged.
-    fn route_values(&self, batch: WriteBatch) -> Result<WriteBatch> {
+    pub(super) fn route_values(&self, batch: WriteBatch) -> Result<WriteBatch> {
         match &self.vlog {
             Some(vlog) => vlog.route(batch),
             None => Ok(batch),

@@ -297,8 +297,9 @@ impl ValueLog {
         Ok(out)
     }
 
-    fn reader(&self, number: u64) -> Result<Arc<dyn RandomAccessFile>> {
-        if let Some(r) = self.readers.lock().get(&number) {
+    /// A reader of value-log file `number`, cached unless `reopen`.
+    fn reader(&self, number: u64, reopen: bool) -> Result<Arc<dyn RandomAccessFile>> {
+        if let Some(r) = self.readers.lock().get(&number).filter(|_| !reopen) {
             return Ok(Arc::clone(r));
         }
         let r = self.fs.open_read(&self.dir.join(file_name(number)))?;
@@ -323,14 +324,21 @@ impl ValueLog {
     fn read_pointer(&self, key: &[u8], p: ValuePointer) -> Result<Vec<u8>> {
         let path = self.dir.join(file_name(p.file));
         let corrupt = |what: &str| Error::corruption(&path, p.offset, what);
-        let reader = match self.reader(p.file) {
+        let end = p.offset + p.len as u64;
+        let mut reader = self.reader(p.file, false);
+        if reader.as_ref().is_ok_and(|r| end > r.size()) {
+            // NB: a cached reader knows the size its file had when it was opened, and the
+            // active file has grown since: open it again.
+            reader = self.reader(p.file, true);
+        }
+        let reader = match reader {
             Ok(r) => r,
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(corrupt("value-log file named by a pointer is missing"));
             }
             Err(e) => return Err(e),
         };
-        if p.offset + p.len as u64 > reader.size() {
+        if end > reader.size() {
             return Err(corrupt("value-log pointer past the end of its file"));
         }
         let mut rec = vec![0; p.len as usize];
