@@ -74,7 +74,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     pwal_crashes=$((pwal_crashes + c))
     acked=$((acked + a))
 
-    for variant in group parallel_uring parallel_pwrite hot_tier append zoned; do
+    for variant in group parallel_uring parallel_pwrite hot_tier append zoned split_values; do
         run "kill-$variant" env TIERKV_KILL_SEED="$seed" "$kill_bin" --exact \
             "acknowledged_writes_survive_sigkill_$variant" --nocapture
         k=$(grep -c '^round [0-9]* (' "$out/last.log")
@@ -93,7 +93,7 @@ echo
 echo "== crash campaign: $iterations iterations in ${secs} s"
 echo "crashes simulated, group-commit WAL sweeps: $crashes"
 echo "crashes simulated, parallel-WAL sweeps:     $pwal_crashes"
-for variant in group parallel_uring parallel_pwrite hot_tier append zoned; do
+for variant in group parallel_uring parallel_pwrite hot_tier append zoned split_values; do
     echo "kills ($variant): ${kills[$variant]:-0}, writes acknowledged before them: ${kill_acked[$variant]:-0}"
 done
 echo "acknowledged writes checked: $acked"

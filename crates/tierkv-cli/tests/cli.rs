@@ -223,6 +223,38 @@ fn stats_and_compact_report_tiers_and_levels() {
 }
 
 #[test]
+fn check_verifies_value_log_pointers_and_names_a_damaged_record() {
+    let s = Sandbox::new();
+    let config = s.path().join("split.toml");
+    let tiers = "[[tier]]\nname = \"fast\"\npath = \"tierkv-data/fast\"\n\
+                 [[tier]]\nname = \"capacity\"\npath = \"tierkv-data/capacity\"\n";
+    std::fs::write(
+        &config,
+        format!("values = \"split\"\nsplit_threshold = 8\n{tiers}"),
+    )
+    .unwrap();
+    let cfg = config.to_str().unwrap();
+    let out = s.run_with_stdin(&["--config", cfg, "load"], numbered_lines(50).as_bytes());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // `value-0` to `value-9` are below the threshold of 8 bytes.
+    let healthy = s.ok(&["--config", cfg, "check"]);
+    assert!(
+        healthy.contains("40 value-log pointers verified"),
+        "{healthy}"
+    );
+    let logs = s.files("vlog");
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    flip_byte(&logs[0], 20);
+    let out = s.run(&["--config", cfg, "check"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("000001.vlog") && err.contains("offset 0"),
+        "{err}"
+    );
+}
+
+#[test]
 fn check_passes_on_a_healthy_db_and_names_a_damaged_table() {
     let s = Sandbox::new();
     s.load(&numbered_lines(300));

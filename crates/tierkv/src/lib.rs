@@ -187,6 +187,7 @@ pub(crate) mod sst;
 pub(crate) mod stats;
 pub(crate) mod tier;
 pub(crate) mod version;
+pub(crate) mod vlog;
 pub(crate) mod wal;
 pub(crate) mod zoned;
 
@@ -198,8 +199,8 @@ pub use key::SeqNo;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
     OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
-    TableOptions, TierConfig, WalMode, WalOptions, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN,
-    MAX_VALUE_LEN,
+    TableOptions, TierConfig, ValueOptions, ValuesMode, WalMode, WalOptions, WriteOptions,
+    MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use options::{HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;

@@ -249,6 +249,24 @@ pub struct Stats {
     pub tier_io: Vec<TierIo>,
     /// The hot store's report, when it is on (`hot_tier = "slab"`).
     pub hot_tier: Option<HotTierStats>,
+    /// Split values: values written inline in the LSM (below `split_threshold`) since open.
+    pub split_inline_items: u64,
+    /// Split values: bytes of those values.
+    pub split_inline_bytes: u64,
+    /// Split values: values written to the value log since open.
+    pub split_separated_items: u64,
+    /// Split values: bytes of those values.
+    pub split_separated_bytes: u64,
+    /// Split values: record bytes appended to value-log files since open.
+    pub vlog_bytes_written: u64,
+    /// Split values: values read from the value log since open.
+    pub vlog_reads: u64,
+    /// Split values: bytes of the value-log files on disk now.
+    pub vlog_file_bytes: u64,
+    /// Split values: pointers dropped by flushes and compactions since open.
+    pub vlog_garbage_items: u64,
+    /// Split values: value-log record bytes those pointers named (garbage).
+    pub vlog_garbage_bytes: u64,
 }
 
 /// The hot store's report ([`Stats::hot_tier`]).
@@ -500,6 +518,21 @@ impl fmt::Display for Stats {
                 h.demotion_micros as f64 / 1e6,
                 h.promotions,
                 h.pin_threshold
+            )?;
+        }
+        if self.split_inline_items + self.split_separated_items + self.vlog_file_bytes > 0 {
+            write!(
+                f,
+                "\nsplit values: {} inline ({}), {} separated ({}); value log {} on disk, {} \
+                 written, {} reads, {} garbage dropped since open",
+                self.split_inline_items,
+                human_bytes(self.split_inline_bytes),
+                self.split_separated_items,
+                human_bytes(self.split_separated_bytes),
+                human_bytes(self.vlog_file_bytes),
+                human_bytes(self.vlog_bytes_written),
+                self.vlog_reads,
+                human_bytes(self.vlog_garbage_bytes)
             )?;
         }
         Ok(())

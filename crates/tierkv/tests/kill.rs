@@ -71,44 +71,60 @@ struct Variant {
     /// The hot store on (`hot_tier = "slab"`), with a budget small enough that demotions run
     /// between kills.
     hot: bool,
+    /// Split values (`values = "split"`): values of 512 bytes or more go to the value log
+    /// first, so a kill also lands between a value-log append and its WAL record.
+    split: bool,
 }
 
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 7] = [
     Variant {
         name: "group",
         mode: WalMode::Group,
         io_uring: false,
         hot: false,
+        split: false,
     },
     Variant {
         name: "parallel-uring",
         mode: WalMode::Parallel,
         io_uring: true,
         hot: false,
+        split: false,
     },
     Variant {
         name: "parallel-pwrite",
         mode: WalMode::Parallel,
         io_uring: false,
         hot: false,
+        split: false,
     },
     Variant {
         name: "hot-tier",
         mode: WalMode::Group,
         io_uring: false,
         hot: true,
+        split: false,
     },
     Variant {
         name: "append",
         mode: WalMode::Append,
         io_uring: false,
         hot: false,
+        split: false,
     },
     Variant {
         name: "zoned",
         mode: WalMode::Zoned,
         io_uring: false,
         hot: false,
+        split: false,
+    },
+    Variant {
+        name: "split-values",
+        mode: WalMode::Group,
+        io_uring: false,
+        hot: false,
+        split: true,
     },
 ];
 
@@ -131,6 +147,11 @@ fn options(dir: &Path, variant: Variant) -> Options {
         .wal_io_uring(variant.io_uring);
     let b = if variant.hot {
         b.hot_tier(tierkv::HotTier::Slab).hot_budget(128 << 10)
+    } else {
+        b
+    };
+    let b = if variant.split {
+        b.values(tierkv::ValuesMode::Split).split_threshold(512)
     } else {
         b
     };
@@ -616,6 +637,11 @@ fn acknowledged_writes_survive_sigkill_hot_tier() {
 }
 
 #[test]
+fn acknowledged_writes_survive_sigkill_split_values() {
+    survives_sigkill(Variant::named("split-values"));
+}
+
+#[test]
 fn acknowledged_writes_survive_sigkill_append() {
     survives_sigkill(Variant::named("append"));
 }
@@ -665,6 +691,16 @@ fn survives_sigkill(variant: Variant) {
         if !next_kills_open {
             candidates = verify(&dir, variant, candidates, seed, round);
         }
+    }
+    if variant.split {
+        let logs = std::fs::read_dir(dir.join("capacity"))
+            .expect("capacity tier")
+            .filter(|e| {
+                let name = e.as_ref().expect("entry").file_name();
+                name.to_string_lossy().ends_with(".vlog")
+            })
+            .count();
+        assert!(logs > 0, "the split run wrote no value log");
     }
     match variant.mode {
         WalMode::Group => assert_eq!(io_path, "group"),

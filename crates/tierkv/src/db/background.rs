@@ -29,6 +29,8 @@ pub(super) struct OutputCtx<'a> {
     pub placer: &'a placement::Placer,
     /// The open database's tables and replicas (`None` during recovery, which has none).
     pub replicas: Option<&'a super::table_cache::TableCache>,
+    /// SPLIT VALUES: the value log, told of each pointer a flush or compaction drops.
+    pub vlog: Option<&'a crate::vlog::ValueLog>,
 }
 
 impl OutputCtx<'_> {
@@ -518,6 +520,9 @@ impl<'a, 'b> TableSink<'a, 'b> {
                 }
                 let t = current.as_mut().expect("open table");
                 t.builder.add(ikey, iter.value())?;
+            } else if let Some(vlog) = self.ctx.vlog {
+                // SPLIT VALUES: a dropped pointer's record is garbage.
+                vlog.note_dropped(iter.value());
             }
             iter.next();
         }
@@ -715,6 +720,7 @@ impl DbInner {
             versions: &self.versions,
             placer: &self.placer,
             replicas: Some(&self.table_cache),
+            vlog: self.vlog.as_deref(),
         }
     }
 

@@ -13,6 +13,7 @@ use crate::memtable::MemTable;
 use crate::options::ReadOptions;
 use crate::sst::TableIter;
 use crate::version::{FileMeta, Version};
+use crate::vlog::ValueLog;
 use std::sync::Arc;
 
 /// A cursor over one level (L1 or deeper): tables are sorted and disjoint.
@@ -172,6 +173,11 @@ pub struct DbIterator {
     saved_value: Vec<u8>,
     _version: Arc<Version>,
     _mems: Vec<Arc<MemTable>>,
+    /// Split values: the value log, the current entry's user value, and the first error met
+    /// resolving one.
+    vlog: Option<Arc<ValueLog>>,
+    resolved: Vec<u8>,
+    split_error: Option<Error>,
 }
 
 impl DbIterator {
@@ -193,7 +199,16 @@ impl DbIterator {
             saved_value: Vec::new(),
             _version: version,
             _mems: mems,
+            vlog: None,
+            resolved: Vec::new(),
+            split_error: None,
         }
+    }
+
+    /// Resolves stored values through `vlog` (split values).
+    pub(crate) fn with_value_log(mut self, vlog: Option<Arc<ValueLog>>) -> Self {
+        self.vlog = vlog;
+        self
     }
 
     /// True when positioned at an entry.
@@ -213,6 +228,9 @@ impl DbIterator {
     /// The current value. Panics if not `valid()`.
     pub fn value(&self) -> &[u8] {
         assert!(self.valid, "value() on an invalid iterator");
+        if self.vlog.is_some() {
+            return &self.resolved;
+        }
         match self.direction {
             Direction::Forward => self.inner.value(),
             Direction::Reverse => &self.saved_value,
@@ -221,6 +239,9 @@ impl DbIterator {
 
     /// The first error met, if any.
     pub fn status(&self) -> Result<()> {
+        if let Some(e) = &self.split_error {
+            return Err(e.duplicate());
+        }
         self.inner.status()
     }
 
@@ -305,9 +326,42 @@ impl DbIterator {
         self.find_prev_visible();
     }
 
+    // SPLIT VALUES (vlog): every move ends here, which resolves the entry's stored value.
+    fn find_next_visible(&mut self, skip: Option<&[u8]>) {
+        self.find_next_entry(skip);
+        self.resolve_split();
+    }
+
+    fn find_prev_visible(&mut self) {
+        self.find_prev_entry();
+        self.resolve_split();
+    }
+
+    /// With split values, reads the current entry's value (inline or from the value log) into
+    /// `resolved`; an error ends the iteration and is reported by `status`.
+    fn resolve_split(&mut self) {
+        let Some(vlog) = &self.vlog else {
+            return;
+        };
+        if !self.valid {
+            return;
+        }
+        let (key, stored) = match self.direction {
+            Direction::Forward => (key::user_key(self.inner.key()), self.inner.value()),
+            Direction::Reverse => (self.saved_key.as_slice(), self.saved_value.as_slice()),
+        };
+        match vlog.resolve(key, stored) {
+            Ok(v) => self.resolved = v,
+            Err(e) => {
+                self.valid = false;
+                self.split_error = Some(e);
+            }
+        }
+    }
+
     /// Forward: skips to the newest visible value of the next key, skipping entries of `skip`
     /// (a key already returned) and keys hidden by tombstones.
-    fn find_next_visible(&mut self, skip: Option<&[u8]>) {
+    fn find_next_entry(&mut self, skip: Option<&[u8]>) {
         let mut skip: Option<Vec<u8>> = skip.map(<[u8]>::to_vec);
         self.valid = false;
         while self.inner.valid() {
@@ -334,7 +388,7 @@ impl DbIterator {
 
     /// Reverse: the inner cursor is at or before the last entry of the wanted key; scans back
     /// over that key's entries, keeping the newest visible one.
-    fn find_prev_visible(&mut self) {
+    fn find_prev_entry(&mut self) {
         self.valid = false;
         let mut kind = ValueKind::Deletion;
         self.saved_key.clear();

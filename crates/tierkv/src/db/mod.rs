@@ -100,6 +100,8 @@ pub(crate) struct DbInner {
     _lock: Box<dyn FileLock>,
     /// The hot store on the fast tier (`hot_tier = "slab"`), between memtables and the LSM.
     hot: Option<Arc<crate::hot::HotStore>>,
+    /// SPLIT VALUES: the value log with `values = "split"` (`crate::vlog`), else `None`.
+    vlog: Option<Arc<crate::vlog::ValueLog>>,
 }
 
 /// A live table file, as [`Db::live_files`] reports it.
@@ -366,6 +368,14 @@ impl Db {
         self.inner.stats()
     }
 
+    /// Reads every value the database holds at its latest state, checking each value-log
+    /// record a pointer names (its checksum, length and key), as `tierkv check` does. Returns
+    /// the number of values checked and how many of them were in the value log. Without split
+    /// values every value is inline.
+    pub fn check_values(&self) -> Result<(u64, u64)> {
+        self.inner.check_values()
+    }
+
     /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.opts
@@ -470,7 +480,8 @@ impl DbInner {
         if batch.encoded_len() > limit {
             return Err(Error::invalid(format!(
                 "write batch of {} bytes exceeds this database's limit of {limit} bytes \
-                 (one parallel-WAL page group, wal.group_bytes; at most {} bytes)",
+                 (one parallel-WAL page group, wal.group_bytes, or with wal = \"zoned\" one \
+                 zone append; at most {} bytes)",
                 batch.encoded_len(),
                 crate::MAX_BATCH_BYTES
             )));
@@ -608,6 +619,8 @@ impl DbInner {
             placement_history,
             tier_io: self.io_report(),
             hot_tier: self.hot.as_ref().map(|h| h.stats()),
+            // SPLIT VALUES: the value log's counters (zero without one).
+            ..self.vlog.as_ref().map(|v| v.stats()).unwrap_or_default()
         }
     }
 }

@@ -87,6 +87,14 @@ impl DbInner {
         while !searching.is_empty() {
             searching = self.multi_get_round(searching, opts.fill_cache, &mut out)?;
         }
+        // SPLIT VALUES: stored values are resolved (`user_value`).
+        if self.vlog.is_some() {
+            for (slot, &user_key) in out.iter_mut().zip(keys) {
+                if let Some(v) = slot.take() {
+                    *slot = Some(self.user_value(user_key, v)?);
+                }
+            }
+        }
         Ok(out)
     }
 

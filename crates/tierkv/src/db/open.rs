@@ -68,6 +68,8 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         .unwrap_or_default();
     check_known_tiers_configured(&opts, &known)?;
     let tiers = Arc::new(Tiers::open(&opts, &db_id, &known, opts.read_only)?);
+    // SPLIT VALUES: checked before recovery writes anything (a mode mismatch is refused).
+    let vlog = crate::vlog::ValueLog::open(&opts, &tiers, recovered.is_none())?.map(Arc::new);
     let versions = VersionSet::recover(
         Arc::clone(&tiers),
         opts.compaction.num_levels,
@@ -87,6 +89,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         versions: &versions,
         placer: &placer,
         replicas: None,
+        vlog: vlog.as_deref(),
     };
     // Hot tier hook: the store is rebuilt from its slabs before the WAL replays, so that
     // recovery's flushes route hot keys to it as a running database's flushes do.
@@ -146,6 +149,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         counters: Counters::default(),
         _lock: lock,
         hot,
+        vlog,
         tiers,
         versions,
         opts,

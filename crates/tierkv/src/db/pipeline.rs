@@ -176,6 +176,8 @@ impl DbInner {
         durability: Durability,
         batch: WriteBatch,
     ) -> Result<Handle<()>> {
+        // SPLIT VALUES: routed (value log appended and synced) before the WAL sees it.
+        let batch = self.route_values(batch)?;
         self.reserve_request()?;
         let (handle, done) = self.async_channel();
         self.wal
@@ -191,12 +193,16 @@ impl DbInner {
     ) -> Result<Handle<Option<Vec<u8>>>> {
         let view = self.read_view(opts);
         if let Some(value) = self.memtable_lookup(&view, key) {
+            let value = match value {
+                Some(v) => self.user_value(key, v).map(Some),
+                None => Ok(None),
+            };
             // NB: a miss is counted as foreground work by `reserve_request` below.
             self.pipeline.note_foreground();
             let c = &self.counters;
             Counters::add(&c.lucky_reads, 1);
             Counters::add(&c.gets, 1);
-            return Ok(Handle::ready(Ok(value)));
+            return Ok(Handle::ready(value));
         }
         drop(view);
         self.reserve_request()?;

@@ -50,6 +50,14 @@ impl DbInner {
     }
 
     pub(super) fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // SPLIT VALUES: the stored value is resolved (`user_value`).
+        match self.get_stored(opts, user_key)? {
+            Some(v) => self.user_value(user_key, v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn get_stored(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let c = &self.counters;
         Counters::add(&c.gets, 1);
         let view = loop {
@@ -167,6 +175,12 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
+        // SPLIT VALUES: the iterator resolves stored values through the value log.
+        Ok(self.iter_stored(opts)?.with_value_log(self.vlog.clone()))
+    }
+
+    /// An iterator over the values as the LSM stores them (tagged, with split values).
+    pub(super) fn iter_stored(&self, opts: ReadOptions) -> Result<DbIterator> {
         let view = self.read_view(&opts);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {

@@ -11,7 +11,7 @@ mod toml_file;
 
 pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
-    TableOptions, WalMode, WalOptions,
+    TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
 };
 pub use groups::{HotTier, HotTierOptions, MscPolicy};
 pub use toml_file::parse_size;
@@ -110,6 +110,8 @@ pub struct Options {
     pub placement: PlacementOptions,
     /// The asynchronous request pipeline (`[pipeline]`).
     pub pipeline: PipelineOptions,
+    /// Where values are stored (`[values]`).
+    pub values: ValueOptions,
     /// The file system all I/O goes through. Default: the POSIX one. Not in TOML.
     #[serde(skip)]
     pub fs: Arc<dyn Fs>,
@@ -132,6 +134,7 @@ impl fmt::Debug for Options {
             .field("placement", &self.placement.mode)
             .field("pipeline", &self.pipeline)
             .field("hot_tier", &self.hot_tier.mode)
+            .field("values", &self.values)
             .finish_non_exhaustive()
     }
 }
@@ -150,6 +153,7 @@ impl Default for Options {
             wal: WalOptions::default(),
             placement: PlacementOptions::default(),
             pipeline: PipelineOptions::default(),
+            values: ValueOptions::default(),
             fs: Arc::new(PosixFs::new()),
             hot_tier: HotTierOptions::default(),
         }
@@ -309,13 +313,20 @@ impl Options {
         bytes.div_ceil(4096) * 4096
     }
 
-    /// The largest encoded batch this database accepts, in every WAL mode:
-    /// [`MAX_BATCH_BYTES`], or what one parallel-WAL page group holds (`wal.group_bytes`, by
-    /// default twice `memtable.write_buffer_size`) where that is less. One limit whatever the
-    /// mode, so that changing `wal.mode` never changes which batches a database accepts.
+    /// The largest encoded batch this database accepts: [`MAX_BATCH_BYTES`], or what one
+    /// parallel-WAL page group holds (`wal.group_bytes`, by default twice
+    /// `memtable.write_buffer_size`) where that is less, in every WAL mode but `zoned`, so that
+    /// changing between them never changes which batches a database accepts. `wal = "zoned"`
+    /// writes each batch with one zone append, so there a batch is also at most what one
+    /// append holds (128 KiB less a 24-byte record header): the device's limit, which the
+    /// zoned WAL does not yet split batches across.
     pub fn max_batch_bytes(&self) -> usize {
         let group_pages = self.wal_group_bytes() / 4096;
-        crate::wal::parallel::area::largest_payload(group_pages).min(MAX_BATCH_BYTES)
+        let limit = crate::wal::parallel::area::largest_payload(group_pages).min(MAX_BATCH_BYTES);
+        match self.wal.mode {
+            WalMode::Zoned => limit.min(crate::wal::append::zoned_batch_limit()),
+            _ => limit,
+        }
     }
 
     /// Page groups in the parallel-WAL area: the active memtable's, one per immutable
@@ -455,6 +466,8 @@ options_by_name! {
     wal_zone_size: u64 => @ wal.zone_size;
     wal_zones: u32 => @ wal.zones;
     wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
+    values: ValuesMode => @ values.mode;
+    split_threshold: u64 => @ values.split_threshold;
 }
 
 /// Builds [`Options`]; `build` validates.
@@ -827,6 +840,7 @@ mod tests {
             "placement",
             "pipeline",
             "hot_tier",
+            "values",
         ];
         assert!(OPTION_NAMES.iter().all(|(_, g, _)| groups.contains(g)));
         let o = Options::builder()

@@ -62,6 +62,11 @@ pub(crate) fn file_name(number: u64) -> String {
     format!("{number:06}.{EXT}")
 }
 
+/// The largest batch one zone append carries: the append limit less the record header.
+pub(crate) fn zoned_batch_limit() -> usize {
+    crate::zoned::DEFAULT_APPEND_LIMIT as usize - HEADER
+}
+
 /// Bytes of the record holding `payload_len` payload bytes, padding included.
 pub(crate) fn record_len(payload_len: usize) -> u64 {
     ((HEADER + payload_len) as u64).div_ceil(ALIGN) * ALIGN

@@ -13,7 +13,7 @@ fn dev_path() -> &'static Path {
 
 fn fault_fs(seed: u64) -> (Arc<FaultFs>, Arc<dyn Fs>) {
     let fault = FaultFs::new(seed);
-    fault.create_dir_all(Path::new("/dev0")).unwrap();
+    crate::env::create_dir_all_durable(fault.as_ref(), Path::new("/dev0")).unwrap();
     let fs: Arc<dyn Fs> = fault.clone();
     (fault, fs)
 }

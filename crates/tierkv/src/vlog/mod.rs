@@ -1,0 +1,439 @@
+//! The value log of `values = "split"`: values at or above `split_threshold` are appended to a
+//! log file on the capacity tier and the LSM stores a pointer to them. Format and ordering
+//! rules: `docs/value-log.md`.
+//!
+//! With split values on, every value stored in the LSM is *tagged*: its first byte says
+//! whether the rest is the value itself ([`TAG_INLINE`]) or a pointer ([`TAG_POINTER`]:
+//! file number, offset and length of a record, as varints). With `values = "inline"` values
+//! are stored untagged, as before; the `VALUES` marker file on tier 0 records that a database
+//! holds tagged values, so it is never opened the other way.
+
+use crate::batch::{BatchOp, WriteBatch};
+use crate::coding::{crc, put_u32, put_varint, Decoder};
+use crate::env::{Fs, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+use crate::options::{Options, ValuesMode};
+use crate::tier::{TierId, Tiers, WriteKind};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// First byte of a tagged LSM value holding the value itself.
+pub(crate) const TAG_INLINE: u8 = 0;
+/// First byte of a tagged LSM value holding a [`ValuePointer`].
+pub(crate) const TAG_POINTER: u8 = 1;
+/// Bytes of a record header: crc32c, key length, value length (u32 LE each).
+pub(crate) const RECORD_HEADER: usize = 12;
+/// Name of the marker file on tier 0 of a database whose LSM values are tagged.
+pub(crate) const MARKER: &str = "VALUES";
+/// A value-log file is closed and a new one started past this size.
+const FILE_LIMIT: u64 = 256 << 20;
+
+/// Where a separated value lives: one record of one value-log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ValuePointer {
+    /// Value-log file number (`NNNNNN.vlog` on the capacity tier).
+    pub file: u64,
+    /// Offset of the record's header.
+    pub offset: u64,
+    /// Bytes of the whole record (header, key and value).
+    pub len: u32,
+}
+
+impl ValuePointer {
+    /// The tagged LSM value for this pointer.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(24);
+        v.push(TAG_POINTER);
+        put_varint(&mut v, self.file);
+        put_varint(&mut v, self.offset);
+        put_varint(&mut v, self.len as u64);
+        v
+    }
+
+    fn decode(rest: &[u8]) -> Option<ValuePointer> {
+        let mut d = Decoder::new(rest);
+        let p = ValuePointer {
+            file: d.varint()?,
+            offset: d.varint()?,
+            len: u32::try_from(d.varint()?).ok()?,
+        };
+        d.is_empty().then_some(p)
+    }
+}
+
+/// A tagged LSM value, decoded.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Stored<'a> {
+    /// The value itself.
+    Inline(&'a [u8]),
+    /// A pointer into the value log.
+    Pointer(ValuePointer),
+}
+
+/// Decodes a tagged LSM value; `None` if it is malformed.
+pub(crate) fn decode_stored(v: &[u8]) -> Option<Stored<'_>> {
+    match v.split_first()? {
+        (&TAG_INLINE, rest) => Some(Stored::Inline(rest)),
+        (&TAG_POINTER, rest) => ValuePointer::decode(rest).map(Stored::Pointer),
+        _ => None,
+    }
+}
+
+/// Encodes one record: `crc32c(rest) | key_len | value_len | key | value`.
+pub(crate) fn encode_record(dst: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    let start = dst.len();
+    put_u32(dst, 0);
+    put_u32(dst, key.len() as u32);
+    put_u32(dst, value.len() as u32);
+    dst.extend_from_slice(key);
+    dst.extend_from_slice(value);
+    let sum = crc(&dst[start + 4..]);
+    dst[start..start + 4].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Checks one record read whole; returns `(key, value)` or what is wrong with it.
+pub(crate) fn decode_record(rec: &[u8]) -> std::result::Result<(&[u8], &[u8]), &'static str> {
+    let mut d = Decoder::new(rec);
+    let (Some(sum), Some(klen), Some(vlen)) = (d.u32(), d.u32(), d.u32()) else {
+        return Err("value-log record shorter than its header");
+    };
+    if RECORD_HEADER + klen as usize + vlen as usize != rec.len() {
+        return Err("value-log record length does not match its pointer");
+    }
+    if crc(&rec[4..]) != sum {
+        return Err("value-log record checksum mismatch");
+    }
+    let key = &rec[RECORD_HEADER..RECORD_HEADER + klen as usize];
+    Ok((key, &rec[RECORD_HEADER + klen as usize..]))
+}
+
+/// The file name of value-log file `number`.
+pub(crate) fn file_name(number: u64) -> String {
+    format!("{number:06}.vlog")
+}
+
+/// Parses `NNNNNN.vlog`.
+pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
+    name.strip_suffix(".vlog")?.parse().ok()
+}
+
+struct Active {
+    number: u64,
+    file: Box<dyn WritableFile>,
+    size: u64,
+}
+
+/// The value log of one open database: the router for writes and the resolver for reads.
+pub(crate) struct ValueLog {
+    fs: Arc<dyn Fs>,
+    tiers: Arc<Tiers>,
+    tier: TierId,
+    dir: PathBuf,
+    threshold: usize,
+    read_only: bool,
+    /// The file being appended to, created on the first separated value. The lock also
+    /// orders appends with their sync, so a batch's records are durable before its pointers
+    /// are handed to the WAL.
+    active: Mutex<Option<Active>>,
+    next_number: AtomicU64,
+    readers: Mutex<HashMap<u64, Arc<dyn RandomAccessFile>>>,
+    /// Counters reported by `Db::stats`.
+    pub(crate) counters: VlogCounters,
+}
+
+/// Value-log counters.
+#[derive(Debug, Default)]
+pub(crate) struct VlogCounters {
+    /// Values written inline (below the threshold) in split mode.
+    pub inline_items: AtomicU64,
+    /// Their bytes.
+    pub inline_bytes: AtomicU64,
+    /// Values written to the value log.
+    pub separated_items: AtomicU64,
+    /// Their bytes (values only).
+    pub separated_bytes: AtomicU64,
+    /// Record bytes appended to value-log files.
+    pub file_bytes: AtomicU64,
+    /// Value-log reads (pointers resolved).
+    pub reads: AtomicU64,
+    /// Pointers dropped by flushes and compactions since open.
+    pub garbage_items: AtomicU64,
+    /// Record bytes those pointers named: value-log space no version reads any more.
+    pub garbage_bytes: AtomicU64,
+}
+
+impl ValueLog {
+    /// Opens the value log of a database whose options ask for split values; `None` with
+    /// `values = "inline"`. `fresh` says whether the database holds no data yet (a database
+    /// with inline values cannot switch to split, nor back).
+    pub(crate) fn open(opts: &Options, tiers: &Arc<Tiers>, fresh: bool) -> Result<Option<Self>> {
+        let fs = Arc::clone(tiers.fs());
+        let marker = tiers.fast().dir.join(MARKER);
+        let has_marker = fs.exists(&marker);
+        if opts.values.mode == ValuesMode::Inline {
+            if has_marker {
+                return Err(Error::invalid(
+                    "the database stores split values: open it with values = \"split\"",
+                ));
+            }
+            return Ok(None);
+        }
+        if !has_marker {
+            if !fresh {
+                return Err(Error::invalid(
+                    "the database stores inline values: values = \"split\" needs a new database",
+                ));
+            }
+            if !opts.read_only {
+                crate::env::write_file_atomic(fs.as_ref(), &marker, b"split\n")?;
+            }
+        }
+        let tier = if tiers.count() > 1 {
+            TierId::CAPACITY
+        } else {
+            TierId::FAST
+        };
+        let dir = tiers.get(tier).dir.clone();
+        let mut max = 0;
+        for name in fs.list_dir(&dir)? {
+            if let Some(n) = parse_file_name(&name) {
+                max = max.max(n);
+            }
+        }
+        Ok(Some(ValueLog {
+            fs,
+            tiers: Arc::clone(tiers),
+            tier,
+            dir,
+            threshold: opts.values.split_threshold as usize,
+            read_only: opts.read_only,
+            active: Mutex::new(None),
+            next_number: AtomicU64::new(max + 1),
+            readers: Mutex::new(HashMap::new()),
+            counters: VlogCounters::default(),
+        }))
+    }
+
+    /// Rewrites `batch` for the LSM: values at or above the threshold are appended to the
+    /// value log (one append and one sync for the batch) and replaced by pointers, the others
+    /// tagged inline. Returns once the appended records are durable.
+    pub(crate) fn route(&self, batch: WriteBatch) -> Result<WriteBatch> {
+        if self.read_only {
+            return Err(Error::invalid("the database was opened read-only"));
+        }
+        let c = &self.counters;
+        let mut records = Vec::new();
+        let mut large = Vec::new();
+        for op in batch.iter() {
+            if let BatchOp::Put(key, v) = op? {
+                if v.len() >= self.threshold {
+                    let at = records.len() as u64;
+                    encode_record(&mut records, key, v);
+                    large.push((at, records.len() as u64 - at));
+                }
+            }
+        }
+        let mut placed = Vec::with_capacity(large.len());
+        if !large.is_empty() {
+            let mut guard = self.active.lock();
+            if guard.as_ref().is_none_or(|a| a.size >= FILE_LIMIT) {
+                let number = self.next_number.fetch_add(1, Ordering::Relaxed);
+                let path = self.dir.join(file_name(number));
+                let file = self.fs.create(&path)?;
+                // The new file's name is durable before any pointer into it.
+                self.fs.sync_dir(&self.dir)?;
+                if let Some(old) = guard.take() {
+                    old.file.close()?;
+                }
+                *guard = Some(Active {
+                    number,
+                    file,
+                    size: 0,
+                });
+            }
+            let active = guard.as_mut().expect("created above");
+            let base = active.size;
+            active.file.append(&records)?;
+            active.file.sync()?;
+            active.size += records.len() as u64;
+            self.tiers
+                .count_write(self.tier, WriteKind::Flush, records.len() as u64);
+            c.file_bytes
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
+            for (at, len) in large {
+                placed.push(ValuePointer {
+                    file: active.number,
+                    offset: base + at,
+                    len: len as u32,
+                });
+            }
+        }
+        let mut out = WriteBatch::new();
+        let mut placed = placed.into_iter();
+        let mut tagged = Vec::new();
+        for op in batch.iter() {
+            match op? {
+                BatchOp::Delete(key) => out.delete(key),
+                BatchOp::Put(key, v) if v.len() >= self.threshold => {
+                    let p = placed.next().expect("one pointer per large value");
+                    out.put(key, p.encode());
+                    c.separated_items.fetch_add(1, Ordering::Relaxed);
+                    c.separated_bytes
+                        .fetch_add(v.len() as u64, Ordering::Relaxed);
+                }
+                BatchOp::Put(key, v) => {
+                    tagged.clear();
+                    tagged.push(TAG_INLINE);
+                    tagged.extend_from_slice(v);
+                    out.put(key, &tagged);
+                    c.inline_items.fetch_add(1, Ordering::Relaxed);
+                    c.inline_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A reader of value-log file `number`, cached unless `reopen`.
+    fn reader(&self, number: u64, reopen: bool) -> Result<Arc<dyn RandomAccessFile>> {
+        if let Some(r) = self.readers.lock().get(&number).filter(|_| !reopen) {
+            return Ok(Arc::clone(r));
+        }
+        let r = self.fs.open_read(&self.dir.join(file_name(number)))?;
+        self.readers.lock().insert(number, Arc::clone(&r));
+        Ok(r)
+    }
+
+    /// The user value of a tagged LSM value `stored` of `key`: the inline bytes, or the
+    /// value-log record the pointer names, read with one read and checked.
+    pub(crate) fn resolve(&self, key: &[u8], stored: &[u8]) -> Result<Vec<u8>> {
+        match decode_stored(stored) {
+            Some(Stored::Inline(v)) => Ok(v.to_vec()),
+            Some(Stored::Pointer(p)) => self.read_pointer(key, p),
+            None => Err(Error::corruption(
+                &self.dir,
+                0,
+                format!("malformed split value of key {key:?}"),
+            )),
+        }
+    }
+
+    fn read_pointer(&self, key: &[u8], p: ValuePointer) -> Result<Vec<u8>> {
+        let path = self.dir.join(file_name(p.file));
+        let corrupt = |what: &str| Error::corruption(&path, p.offset, what);
+        let end = p.offset + p.len as u64;
+        let mut reader = self.reader(p.file, false);
+        if reader.as_ref().is_ok_and(|r| end > r.size()) {
+            // NB: a cached reader knows the size its file had when it was opened, and the
+            // active file has grown since: open it again.
+            reader = self.reader(p.file, true);
+        }
+        let reader = match reader {
+            Ok(r) => r,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(corrupt("value-log file named by a pointer is missing"));
+            }
+            Err(e) => return Err(e),
+        };
+        if end > reader.size() {
+            return Err(corrupt("value-log pointer past the end of its file"));
+        }
+        let mut rec = vec![0; p.len as usize];
+        reader.read_exact_at(p.offset, &mut rec)?;
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        let (k, v) = decode_record(&rec).map_err(corrupt)?;
+        if k != key {
+            return Err(corrupt("value-log record belongs to another key"));
+        }
+        Ok(v.to_vec())
+    }
+
+    /// Counts the record a dropped LSM value points to, if it is a pointer, as garbage.
+    ///
+    /// NB: counted in memory since open. A compaction that re-merges entries a crash left in
+    /// two tables (chunked install) counts the duplicate's record although the kept copy still
+    /// points to it; garbage collection will check liveness against the LSM, not this count.
+    pub(crate) fn note_dropped(&self, stored: &[u8]) {
+        if let Some(Stored::Pointer(p)) = decode_stored(stored) {
+            let c = &self.counters;
+            c.garbage_items.fetch_add(1, Ordering::Relaxed);
+            c.garbage_bytes.fetch_add(p.len as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters as `Stats` fields (the rest left at their defaults).
+    pub(crate) fn stats(&self) -> crate::stats::Stats {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut file_bytes = 0;
+        for name in self.fs.list_dir(&self.dir).unwrap_or_default() {
+            if parse_file_name(&name).is_some() {
+                file_bytes += self.fs.file_size(&self.dir.join(&name)).unwrap_or(0);
+            }
+        }
+        crate::stats::Stats {
+            split_inline_items: load(&c.inline_items),
+            split_inline_bytes: load(&c.inline_bytes),
+            split_separated_items: load(&c.separated_items),
+            split_separated_bytes: load(&c.separated_bytes),
+            vlog_bytes_written: load(&c.file_bytes),
+            vlog_reads: load(&c.reads),
+            vlog_file_bytes: file_bytes,
+            vlog_garbage_items: load(&c.garbage_items),
+            vlog_garbage_bytes: load(&c.garbage_bytes),
+            ..Default::default()
+        }
+    }
+
+    /// Checks a stored value of `key`; true if it is a pointer (for `Db::check_values`).
+    pub(crate) fn check(&self, key: &[u8], stored: &[u8]) -> Result<bool> {
+        let pointer = matches!(decode_stored(stored), Some(Stored::Pointer(_)));
+        self.resolve(key, stored).map(|_| pointer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_round_trips_through_its_tag() {
+        let p = ValuePointer {
+            file: 7,
+            offset: 1 << 33,
+            len: 4108,
+        };
+        assert_eq!(decode_stored(&p.encode()), Some(Stored::Pointer(p)));
+        assert_eq!(decode_stored(&[0, 9, 9]), Some(Stored::Inline(&[9, 9])));
+        assert_eq!(decode_stored(&[2]), None);
+        assert_eq!(decode_stored(&[]), None);
+        let mut bad = p.encode();
+        bad.push(0);
+        assert_eq!(decode_stored(&bad), None);
+    }
+
+    #[test]
+    fn record_checks_length_and_checksum() {
+        let mut rec = Vec::new();
+        encode_record(&mut rec, b"key", b"value");
+        assert_eq!(rec.len(), RECORD_HEADER + 8);
+        assert_eq!(decode_record(&rec), Ok((&b"key"[..], &b"value"[..])));
+        let mut flipped = rec.clone();
+        flipped[RECORD_HEADER + 4] ^= 1;
+        assert!(decode_record(&flipped).unwrap_err().contains("checksum"));
+        assert!(decode_record(&rec[..rec.len() - 1])
+            .unwrap_err()
+            .contains("length"));
+        assert!(decode_record(&rec[..5]).unwrap_err().contains("header"));
+    }
+
+    #[test]
+    fn file_names_round_trip() {
+        assert_eq!(file_name(12), "000012.vlog");
+        assert_eq!(parse_file_name("000012.vlog"), Some(12));
+        assert_eq!(parse_file_name("000012.sst"), None);
+    }
+}

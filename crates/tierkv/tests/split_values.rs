@@ -1,0 +1,394 @@
+//! Split values (`values = "split"`): large values in a value log on the capacity tier, the LSM
+//! holding pointers. A model test against a `BTreeMap` (snapshots, iterators both ways,
+//! batches, flushes, compactions, reopen), the threshold's edge, updates moving a key between
+//! paths, deletes of separated values, corruption of a record, the mode fixed at creation, and
+//! a crash sweep on `FaultFs` (power loss and process crash) across value-log appends and WAL
+//! syncs: no acknowledged write lost, no dangling pointer, no resurrected value.
+
+mod common;
+
+use common::{collect_entries, crash_now, tiny, Crash, Model, TierSetup, CAPACITY, CRASHES};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::sync::Arc;
+use tierkv::env::{FaultFs, Fs};
+use tierkv::{
+    Db, Durability, Error, Options, OptionsBuilder, ReadOptions, ValuesMode, WriteBatch,
+    WriteOptions,
+};
+
+const THRESHOLD: u64 = 100;
+
+fn split(b: OptionsBuilder) -> OptionsBuilder {
+    b.values(ValuesMode::Split).split_threshold(THRESHOLD)
+}
+
+fn val(i: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i as usize * 131 + j * 7) as u8).collect()
+}
+
+fn vlog_files(fs: &dyn Fs, dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".vlog"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn check_model(db: &Db, model: &Model, what: &str) {
+    for (k, v) in model {
+        let got = db.get(&ReadOptions::default(), k).unwrap();
+        assert_eq!(got.as_ref(), Some(v), "{what}: get {k:?}");
+    }
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    let fwd = collect_entries(&mut it, false, what);
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(fwd, want, "{what}: forward scan");
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    let rev = collect_entries(&mut it, true, what);
+    assert_eq!(rev, want, "{what}: reverse scan");
+    let keys: Vec<&[u8]> = model.keys().map(|k| k.as_slice()).collect();
+    let got = db.multi_get(&ReadOptions::default(), &keys).unwrap();
+    let want_vals: Vec<Option<Vec<u8>>> = model.values().map(|v| Some(v.clone())).collect();
+    assert_eq!(got, want_vals, "{what}: multi_get");
+}
+
+#[test]
+fn model_with_snapshots_batches_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || split(tiny()).tiers_in(dir.path()).build().unwrap();
+    let mut rng = SmallRng::seed_from_u64(22);
+    let mut model = Model::new();
+    let mut db = Db::open(opts()).unwrap();
+    let mut snaps = Vec::new();
+    for step in 0..3000u64 {
+        let k = format!("k{:04}", rng.gen_range(0..300)).into_bytes();
+        let len = match rng.gen_range(0..4) {
+            0 => rng.gen_range(0..THRESHOLD as usize),
+            1 => THRESHOLD as usize,
+            _ => rng.gen_range(THRESHOLD as usize..2000),
+        };
+        match rng.gen_range(0..10) {
+            0 => {
+                db.delete(&WriteOptions::default(), &k).unwrap();
+                model.remove(&k);
+            }
+            1 => {
+                let mut b = WriteBatch::new();
+                let k2 = format!("k{:04}", rng.gen_range(0..300)).into_bytes();
+                b.put(&k, val(step, len));
+                b.delete(&k2);
+                b.put(&k2, val(step + 1, 3000 - len));
+                db.write(&WriteOptions::default(), b).unwrap();
+                model.insert(k.clone(), val(step, len));
+                model.insert(k2, val(step + 1, 3000 - len));
+            }
+            _ => {
+                db.put(&WriteOptions::default(), &k, &val(step, len))
+                    .unwrap();
+                model.insert(k, val(step, len));
+            }
+        }
+        if step % 500 == 250 {
+            snaps.push((db.snapshot(), model.clone()));
+        }
+        // Reads between writes: records appended after a file's reader was opened.
+        if step % 7 == 0 {
+            let k = format!("k{:04}", rng.gen_range(0..300)).into_bytes();
+            let got = db.get(&ReadOptions::default(), &k).unwrap();
+            assert_eq!(got.as_ref(), model.get(&k), "step {step}: get {k:?}");
+        }
+        if step % 1000 == 999 {
+            for (s, m) in &snaps {
+                let mut it = db.iter(ReadOptions::at(s)).unwrap();
+                let got = collect_entries(&mut it, false, "snapshot");
+                let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(got, want, "snapshot at step {step}");
+            }
+            check_model(&db, &model, &format!("step {step}"));
+            if step == 1999 {
+                db.compact_range(None, None).unwrap();
+                check_model(&db, &model, "after compaction");
+            }
+            snaps.clear();
+            drop(db);
+            db = Db::open(opts()).unwrap();
+            check_model(&db, &model, &format!("reopen at step {step}"));
+        }
+    }
+    db.put(&WriteOptions::default(), b"small", b"v").unwrap();
+    db.put(&WriteOptions::default(), b"large", &val(1, 1000))
+        .unwrap();
+    let st = db.stats();
+    assert!(st.vlog_file_bytes > 0 && st.vlog_reads > 0, "{st:?}");
+    assert!(
+        st.split_separated_items > 0 && st.split_inline_items > 0,
+        "{st:?}"
+    );
+    db.check_values().unwrap();
+    assert!(!vlog_files(&*Options::default().fs, &dir.path().join("capacity")).is_empty());
+}
+
+#[test]
+fn threshold_edge_path_moves_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || split(tiny()).tiers_in(dir.path()).build().unwrap();
+    let db = Db::open(opts()).unwrap();
+    let w = WriteOptions::sync();
+    let t = THRESHOLD as usize;
+    db.put(&w, b"below", &val(1, t - 1)).unwrap();
+    db.put(&w, b"at", &val(2, t)).unwrap();
+    let st = db.stats();
+    assert_eq!(
+        (st.split_inline_items, st.split_separated_items),
+        (1, 1),
+        "a value exactly at the threshold is separated"
+    );
+    // Large to small and back.
+    db.put(&w, b"at", &val(3, 5)).unwrap();
+    assert_eq!(db.get(&Default::default(), b"at").unwrap(), Some(val(3, 5)));
+    db.put(&w, b"below", &val(4, 5000)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(
+        db.get(&Default::default(), b"below").unwrap(),
+        Some(val(4, 5000))
+    );
+    db.put(&w, b"big", &val(5, 9000)).unwrap();
+    db.delete(&w, b"big").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    assert_eq!(db.get(&Default::default(), b"big").unwrap(), None);
+    drop(db);
+    let db = Db::open(opts()).unwrap();
+    assert_eq!(db.get(&Default::default(), b"big").unwrap(), None);
+    assert_eq!(db.get(&Default::default(), b"at").unwrap(), Some(val(3, 5)));
+    assert_eq!(
+        db.get(&Default::default(), b"below").unwrap(),
+        Some(val(4, 5000))
+    );
+}
+
+#[test]
+fn values_mode_is_fixed_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(tiny().tiers_in(dir.path()).build().unwrap()).unwrap();
+    db.put(&WriteOptions::sync(), b"k", b"v").unwrap();
+    drop(db);
+    let err = Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap_err();
+    assert!(err.to_string().contains("values"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    drop(Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap());
+    let err = Db::open(tiny().tiers_in(dir.path()).build().unwrap()).unwrap_err();
+    assert!(err.to_string().contains("split"), "{err}");
+    let err = split(tiny())
+        .wal(tierkv::WalMode::Parallel)
+        .tiers_in(dir.path())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("group"), "{err}");
+}
+
+#[test]
+fn corrupt_record_names_file_and_offset() {
+    let fs = FaultFs::new(1);
+    let opts = || {
+        split(tiny())
+            .fs(fs.clone() as Arc<dyn Fs>)
+            .fault_tiers()
+            .build()
+            .unwrap()
+    };
+    let db = Db::open(opts()).unwrap();
+    db.put(&WriteOptions::sync(), b"a", &val(1, 500)).unwrap();
+    db.put(&WriteOptions::sync(), b"b", &val(2, 500)).unwrap();
+    let files = vlog_files(&*fs, Path::new(CAPACITY));
+    assert_eq!(files.len(), 1);
+    let path = Path::new(CAPACITY).join(&files[0]);
+    let rec = 12 + 1 + 500;
+    // Damage b's value: its record starts after a's.
+    fs.flip_bit(&path, rec as u64 + 12 + 1 + 40, 3);
+    assert_eq!(
+        db.get(&Default::default(), b"a").unwrap(),
+        Some(val(1, 500))
+    );
+    match db.get(&Default::default(), b"b").unwrap_err() {
+        Error::Corruption { file, offset, what } => {
+            assert_eq!((file, offset), (path.clone(), rec as u64), "{what}");
+        }
+        e => panic!("expected Corruption, got {e}"),
+    }
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    while it.valid() {
+        it.next();
+    }
+    assert!(it.status().unwrap_err().is_corruption());
+    assert!(db.check_values().unwrap_err().is_corruption());
+}
+
+/// One workload step: the model state after it, and how durable its write was asked to be.
+struct Step {
+    model: Model,
+    durability: Durability,
+}
+
+/// Runs a seeded workload until a write fails; returns every attempted state.
+fn workload(db: &Db, seed: u64, steps: usize) -> (Vec<Step>, usize) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    let mut history = vec![Step {
+        model: model.clone(),
+        durability: Durability::Sync,
+    }];
+    let mut acked = 0;
+    for step in 0..steps {
+        let k = format!("k{:03}", rng.gen_range(0..40)).into_bytes();
+        let durability = match rng.gen_range(0..3) {
+            0 => Durability::Buffered,
+            1 => Durability::Flush,
+            _ => Durability::Sync,
+        };
+        let w = WriteOptions { durability };
+        let mut next = model.clone();
+        let r = if rng.gen_range(0..6) == 0 {
+            next.remove(&k);
+            db.delete(&w, &k)
+        } else {
+            let len = rng.gen_range(20..400);
+            next.insert(k.clone(), val(step as u64, len));
+            db.put(&w, &k, &val(step as u64, len))
+        };
+        history.push(Step {
+            model: next.clone(),
+            durability,
+        });
+        if r.is_err() {
+            break;
+        }
+        acked = history.len() - 1;
+        model = next;
+        if step % 60 == 59 && db.flush().is_err() {
+            break;
+        }
+    }
+    (history, acked)
+}
+
+#[test]
+fn crash_sweep_keeps_acknowledged_writes_and_pointers() {
+    const STEPS: usize = 300;
+    let opts = |fs: &Arc<FaultFs>| {
+        split(tiny())
+            .fs(fs.clone() as Arc<dyn Fs>)
+            .fault_tiers()
+            .build()
+            .unwrap()
+    };
+    let total = {
+        let fs = FaultFs::new(7);
+        let start = fs.op_count();
+        let db = Db::open(opts(&fs)).unwrap();
+        let (_, acked) = workload(&db, 5, STEPS);
+        assert_eq!(acked, STEPS);
+        drop(db);
+        fs.op_count() - start
+    };
+    let points = common::env_u64("TIERKV_CRASH_POINTS", 24);
+    for i in 0..points {
+        let at = 20 + i * total / points;
+        for (c, &crash) in CRASHES.iter().enumerate() {
+            let what = format!("crash {crash:?} after {at} calls");
+            let fs = FaultFs::new(at * 4 + c as u64);
+            let db = match Db::open(opts(&fs)) {
+                Ok(db) => db,
+                Err(e) => panic!("{what}: open: {e}"),
+            };
+            fs.fail_after(at, tierkv::env::FaultKind::Io, false);
+            let (history, acked) = workload(&db, 5, STEPS);
+            crash_now(&fs, db, crash, &what);
+            let db = Db::open(opts(&fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+            // Every value resolves: no dangling pointer.
+            let got = common::scan(&db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+            db.check_values()
+                .unwrap_or_else(|e| panic!("{what}: check: {e}"));
+            // The state is one between the last acknowledged write the crash must keep (synced
+            // for a power loss, handed to the OS for a process crash) and the last attempt.
+            let kept = match crash {
+                Crash::Process => Durability::Flush,
+                Crash::Power(_) => Durability::Sync,
+            };
+            let floor = (0..=acked)
+                .rev()
+                .find(|&i| history[i].durability >= kept)
+                .unwrap_or(0);
+            let ok = (floor..history.len()).any(|i| history[i].model == got);
+            assert!(
+                ok,
+                "{what}: recovered {} keys matching no state in {floor}..{} (acked {acked})",
+                got.len(),
+                history.len()
+            );
+            drop(db);
+        }
+    }
+}
+
+#[test]
+fn overwritten_and_deleted_separated_values_are_counted_as_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap();
+    for i in 0..50 {
+        db.put(&WriteOptions::default(), b"hot", &val(i, 1000))
+            .unwrap();
+    }
+    db.put(&WriteOptions::default(), b"gone", &val(99, 1000))
+        .unwrap();
+    db.delete(&WriteOptions::default(), b"gone").unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let st = db.stats();
+    // 49 overwritten versions of `hot` and the deleted `gone`; the live `hot` is not garbage.
+    assert_eq!(st.vlog_garbage_items, 50, "{st:?}");
+    assert_eq!(
+        st.vlog_garbage_bytes,
+        49 * (12 + 3 + 1000) + (12 + 4 + 1000),
+        "{st:?}"
+    );
+    assert!(st.to_string().contains("garbage dropped since open"));
+    assert_eq!(
+        db.get(&Default::default(), b"hot").unwrap(),
+        Some(val(49, 1000))
+    );
+}
+
+#[test]
+fn async_writes_and_reads_route_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap();
+    let w = WriteOptions::default();
+    db.submit_put(&w, b"big", &val(1, 3000))
+        .unwrap()
+        .wait()
+        .unwrap();
+    db.submit_put(&w, b"small", &val(2, 10))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = db.submit_get(&Default::default(), b"big").unwrap().wait();
+    assert_eq!(got.unwrap(), Some(val(1, 3000)));
+    let mut txn = db.transaction();
+    txn.put(b"txn", &val(3, 2000)).unwrap();
+    txn.submit_commit(&w).unwrap().wait().unwrap();
+    db.flush().unwrap();
+    let got = db.submit_get(&Default::default(), b"txn").unwrap().wait();
+    assert_eq!(got.unwrap(), Some(val(3, 2000)));
+    assert_eq!(
+        db.get(&Default::default(), b"small").unwrap(),
+        Some(val(2, 10))
+    );
+    assert_eq!(db.check_values().unwrap(), (3, 2));
+}
