@@ -48,6 +48,24 @@ struct Config {
     memtable: usize,
     /// Target table bytes.
     table: u64,
+    /// A system beyond the LSM and its WAL.
+    extra: Extra,
+}
+
+/// Systems a configuration adds to the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extra {
+    None,
+    /// PrismDB's hot store, with a budget small enough to demote.
+    HotStore,
+    /// SplitKV's value log, with a threshold low enough that most values go to it.
+    SplitValues,
+}
+
+impl Config {
+    const fn with(self, extra: Extra) -> Config {
+        Config { extra, ..self }
+    }
 }
 
 /// The smallest memtable, table and L1 the options accept.
@@ -73,12 +91,13 @@ const fn config(
         compression,
         memtable,
         table,
+        extra: Extra::None,
     }
 }
 
 use Compression::{Lz4, Zstd};
 use Placement::{Auto, Fixed};
-use WalMode::{Group, Parallel};
+use WalMode::{Append, Group, Parallel, Zoned};
 
 /// Every configuration; results must agree across all of them.
 const CONFIGS: &[Config] = &[
@@ -148,6 +167,35 @@ const CONFIGS: &[Config] = &[
         TINY_MEM,
         TINY_TABLE,
     ),
+    config(
+        "append-lof1-lz4",
+        Append,
+        Fixed,
+        1,
+        Lz4,
+        TINY_MEM,
+        TINY_TABLE,
+    ),
+    config(
+        "zoned-lof2-none",
+        Zoned,
+        Fixed,
+        2,
+        Compression::None,
+        TINY_MEM,
+        TINY_TABLE,
+    ),
+    config("group-hot-lz4", Group, Fixed, 1, Lz4, TINY_MEM, TINY_TABLE).with(Extra::HotStore),
+    config(
+        "group-split-none",
+        Group,
+        Fixed,
+        1,
+        Compression::None,
+        TINY_MEM,
+        TINY_TABLE,
+    )
+    .with(Extra::SplitValues),
 ];
 
 /// Seeds that once failed; each runs in CI with the default number of operations.
@@ -156,8 +204,10 @@ const REGRESSION_SEEDS: &[u64] = &[];
 const DEFAULT_SEED: u64 = 0x3e7a_303f_0000_0001;
 
 fn options(c: &Config, fs: &Arc<FaultFs>) -> Options {
-    Options::builder()
+    let b = Options::builder()
         .fault_tiers()
+        .wal_zone_size(1 << 20)
+        .wal_zones(16)
         .fs(fs.clone())
         .wal(c.wal)
         .placement(c.placement)
@@ -170,8 +220,13 @@ fn options(c: &Config, fs: &Arc<FaultFs>) -> Options {
         .l0_compaction_trigger(2)
         .block_size(512)
         .bloom_bits_per_key(10)
-        .background_threads(2)
-        .build()
+        .background_threads(2);
+    let b = match c.extra {
+        Extra::None => b,
+        Extra::HotStore => b.hot_tier(tierkv::HotTier::Slab).hot_budget(64 << 10),
+        Extra::SplitValues => b.values(tierkv::ValuesMode::Split).split_threshold(64),
+    };
+    b.build()
         .unwrap_or_else(|e| panic!("{}: options: {e}", c.name))
 }
 
