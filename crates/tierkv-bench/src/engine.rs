@@ -246,6 +246,10 @@ pub struct Profile {
     pub tuning: AutoTuning,
     /// The engine's `bytes_per_sync` (tierkv's or RocksDB's), if named (`bps=`; any placement).
     pub bytes_per_sync: Option<u64>,
+    /// PrismDB's hot store on tier 0 (`hot`; tierkv only).
+    pub hot: bool,
+    /// SplitKV's value log for large values (`split`; tierkv only).
+    pub split: bool,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -306,7 +310,19 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut auto = false;
     let mut tuning = AutoTuning::default();
     let mut bytes_per_sync = None;
+    let (mut hot, mut split) = (false, false);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
+        if let Some(flag) = match part {
+            "hot" => Some(&mut hot),
+            "split" => Some(&mut split),
+            _ => None,
+        } {
+            if *flag {
+                bail!("profile {profile:?} names {part} twice");
+            }
+            *flag = true;
+            continue;
+        }
         match part.split_once('=') {
             Some(("bps", value)) => {
                 if bytes_per_sync.is_some() {
@@ -350,8 +366,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
             p => match p.strip_prefix("lad").and_then(|n| n.parse().ok()) {
                 Some(n) if n <= 7 => n,
                 _ => bail!(
-                    "unknown profile {part:?}: expected pl, lad0..lad7, auto, group or parallel \
-                     (joined with +, e.g. pl+parallel)"
+                    "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
+                     parallel, append, zoned), hot or split (joined with +, e.g. pl+parallel)"
                 ),
             },
         };
@@ -369,6 +385,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         wal,
         tuning,
         bytes_per_sync,
+        hot,
+        split,
     })
 }
 
@@ -400,6 +418,9 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         "rocksdb" => {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
+            }
+            if profile.hot || profile.split {
+                bail!("engine {spec:?}: the hot store and split values are tierkv profiles");
             }
             if profile.wal.is_some() {
                 bail!(
@@ -456,6 +477,12 @@ mod tierkv_engine {
             for t in &cfg.tiers {
                 let tier = TierConfig::new(&t.name, &t.dir);
                 b = b.tier(tier.with_capacity(t.capacity.unwrap_or(u64::MAX)));
+            }
+            if profile.hot {
+                b = b.hot_tier(tierkv::HotTier::Slab);
+            }
+            if profile.split {
+                b = b.values(tierkv::ValuesMode::Split);
             }
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
@@ -949,6 +976,8 @@ mod tests {
                 wal: None,
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
+                hot: false,
+                split: false,
             }
         );
         assert_eq!(p("pl").levels_on_fast, 0);
@@ -957,6 +986,12 @@ mod tests {
         assert_eq!(p("pl+append").wal, Some(WalChoice::Append));
         assert_eq!(p("zoned").wal, Some(WalChoice::Zoned));
         assert!(parse_profile("append+parallel").is_err());
+        // The four systems side by side: SpanDB's parallel WAL, WALTZ's zoned WAL, PrismDB's
+        // hot store, SplitKV's value log.
+        assert!(p("hot").hot && !p("hot").split);
+        assert!(p("pl+split").split && p("pl+split").levels_on_fast == 0);
+        assert!(p("zoned+hot+split").hot);
+        assert!(parse_profile("hot+hot").is_err());
         assert_eq!(p("parallel").levels_on_fast, 2);
         assert_eq!(
             p("pl+parallel"),
@@ -966,6 +1001,8 @@ mod tests {
                 wal: Some(WalChoice::Parallel),
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
+                hot: false,
+                split: false,
             }
         );
         assert_eq!(
@@ -976,6 +1013,8 @@ mod tests {
                 wal: Some(WalChoice::Group),
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
+                hot: false,
+                split: false,
             }
         );
         assert!(p("auto").auto);
