@@ -225,12 +225,12 @@ pub struct Footer {
     pub index: BlockHandle,
     /// The properties block.
     pub properties: BlockHandle,
-    /// The table format version ([`TABLE_FORMAT_VERSION`]).
+    /// The table format version (`TABLE_FORMAT_VERSION`).
     pub version: u32,
 }
 
 impl Footer {
-    /// Encodes the footer to exactly [`FOOTER_LEN`] bytes.
+    /// Encodes the footer to exactly `FOOTER_LEN` bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(FOOTER_LEN);
         for h in [self.filter, self.index, self.properties] {
