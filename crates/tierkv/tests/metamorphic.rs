@@ -636,22 +636,7 @@ impl Instance {
                 let (lo, hi) = bound_range(*lo, *hi);
                 let opts = self.read_opts(*snap).bounds(lo.as_deref(), hi.as_deref());
                 let mut it = self.db().iter(opts).map_err(e("iter"))?;
-                let mut out = Vec::new();
-                if *reverse {
-                    it.seek_to_last();
-                    while it.valid() {
-                        out.push((it.key().to_vec(), it.value().to_vec()));
-                        it.prev();
-                    }
-                    out.reverse();
-                } else {
-                    it.seek_to_first();
-                    while it.valid() {
-                        out.push((it.key().to_vec(), it.value().to_vec()));
-                        it.next();
-                    }
-                }
-                it.status().map_err(e("scan"))?;
+                let out = common::read_entries(&mut it, *reverse).map_err(e("scan"))?;
                 return Ok(Seen::Entries(out));
             }
             Op::Seek {

@@ -15,7 +15,7 @@ use crate::key;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::placement::{self, policy};
-use crate::sst::{TableBuilder, TableOptions};
+use crate::sst::TableBuilder;
 use crate::stats::Counters;
 use crate::tier::{self, FileKind, Reservation, TierId, Tiers, WriteKind};
 use crate::version::{FileMeta, VersionEdit, VersionSet};
@@ -580,14 +580,8 @@ impl<'a, 'b> TableSink<'a, 'b> {
         let path = ctx.tiers.path(tier, FileKind::Table, number);
         self.created.push(path.clone());
         let file = ctx.tiers.create(tier, &path, self.kind, 256 << 10)?;
-        let opts = TableOptions {
-            block_size: ctx.opts.table.block_size,
-            restart_interval: ctx.opts.table.block_restart_interval,
-            bloom_bits_per_key: ctx.opts.table.bloom_bits_per_key,
-            compression: ctx.opts.table.compression,
-        };
         Ok(OpenTable {
-            builder: TableBuilder::new(file, opts),
+            builder: TableBuilder::new(file, ctx.opts.table.clone()),
             number,
             reservation,
         })

@@ -169,7 +169,7 @@ impl Default for TableOptions {
 }
 
 impl TableOptions {
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         check_range("block_size", self.block_size, 256, 4 << 20)?;
         check_range(
             "block_restart_interval",

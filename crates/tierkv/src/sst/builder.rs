@@ -8,6 +8,7 @@
 use crate::env::BufferedFile;
 use crate::error::{Error, Result};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQNO};
+use crate::options::TableOptions;
 use crate::sst::block::BlockBuilder;
 use crate::sst::filter::FilterBuilder;
 use crate::sst::format::{
@@ -16,59 +17,6 @@ use crate::sst::format::{
 };
 use crate::sst::props::TableProperties;
 use std::cmp::Ordering;
-
-/// How tables are built. Every field has a documented default.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct TableOptions {
-    /// Target size of a data block's raw contents; default 4096.
-    pub block_size: usize,
-    /// Entries between restart points in data blocks; default 16.
-    pub restart_interval: usize,
-    /// Bloom filter bits per user key; 0 disables the filter; default 10 (about 1% false
-    /// positives).
-    pub bloom_bits_per_key: u32,
-    /// Data block compression; default lz4.
-    pub compression: Compression,
-}
-
-impl Default for TableOptions {
-    fn default() -> Self {
-        TableOptions {
-            block_size: 4096,
-            restart_interval: 16,
-            bloom_bits_per_key: 10,
-            compression: Compression::Lz4,
-        }
-    }
-}
-
-impl TableOptions {
-    /// Rejects values the builder cannot honour.
-    #[cfg(test)]
-    pub fn validate(&self) -> Result<()> {
-        if !(64..=format::MAX_COMPRESSED_BLOCK_RAW_LEN).contains(&self.block_size) {
-            return Err(Error::invalid(format!(
-                "block_size {} is outside 64..={}",
-                self.block_size,
-                format::MAX_COMPRESSED_BLOCK_RAW_LEN
-            )));
-        }
-        if !(1..=1024).contains(&self.restart_interval) {
-            return Err(Error::invalid(format!(
-                "restart_interval {} is outside 1..=1024",
-                self.restart_interval
-            )));
-        }
-        if self.bloom_bits_per_key > 100 {
-            return Err(Error::invalid(format!(
-                "bloom_bits_per_key {} is above 100",
-                self.bloom_bits_per_key
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// Builds one table file.
 pub struct TableBuilder {
@@ -94,7 +42,7 @@ impl TableBuilder {
         TableBuilder {
             offset: file.size(),
             file,
-            data: BlockBuilder::new(opts.restart_interval),
+            data: BlockBuilder::new(opts.block_restart_interval),
             index: BlockBuilder::new(1),
             filter,
             pending_index: None,
@@ -279,7 +227,7 @@ mod tests {
     fn options_validate() {
         assert!(TableOptions::default().validate().is_ok());
         let bad = TableOptions {
-            restart_interval: 0,
+            block_restart_interval: 0,
             ..TableOptions::default()
         };
         assert!(bad.validate().is_err());

@@ -40,7 +40,7 @@ mod table;
 mod testutil;
 
 pub use block::Block;
-pub use builder::{TableBuilder, TableOptions};
+pub use builder::TableBuilder;
 pub use cache::BlockCache;
 pub use filter::BloomFilter;
 pub use format::{check_block, decompress, BlockHandle, Compression, Footer, BLOCK_TRAILER_LEN};

@@ -787,8 +787,9 @@ impl InternalIterator for TableIter {
 mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind, MAX_SEQNO};
+    use crate::options::TableOptions;
     use crate::sst::testutil::{build_table, open_bytes, test_path};
-    use crate::sst::{Compression, TableOptions};
+    use crate::sst::Compression;
 
     type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -826,7 +827,7 @@ mod tests {
     fn opts(c: Compression) -> TableOptions {
         TableOptions {
             block_size: 256,
-            restart_interval: 4,
+            block_restart_interval: 4,
             bloom_bits_per_key: 10,
             compression: c,
         }
@@ -969,7 +970,7 @@ mod tests {
             let input = random_entries(&mut rng);
             let o = TableOptions {
                 block_size: rng.gen_range(64..2048),
-                restart_interval: rng.gen_range(1..20),
+                block_restart_interval: rng.gen_range(1..20),
                 bloom_bits_per_key: rng.gen_range(0..16),
                 compression: [Compression::None, Compression::Lz4, Compression::Zstd]
                     [seed as usize % 3],

@@ -2,7 +2,8 @@
 
 use crate::env::{BufferedFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
-use crate::sst::{BlockCache, Table, TableBuilder, TableOptions, TableProperties};
+use crate::options::TableOptions;
+use crate::sst::{BlockCache, Table, TableBuilder, TableProperties};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;

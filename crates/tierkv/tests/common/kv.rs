@@ -37,6 +37,12 @@ pub fn scan(db: &Db) -> Result<Model> {
 /// Every entry of `it` from the first (or, `reverse`, from the last), in key order; fails the
 /// test if the iterator ends in an error.
 pub fn collect_entries(it: &mut DbIterator, reverse: bool, what: &str) -> Vec<Entry> {
+    read_entries(it, reverse).unwrap_or_else(|e| panic!("{what}: iterator status: {e}"))
+}
+
+/// Every entry of `it` from the first (or, `reverse`, from the last), in key order, or the
+/// iterator's error.
+pub fn read_entries(it: &mut DbIterator, reverse: bool) -> Result<Vec<Entry>> {
     let mut out = Vec::new();
     if reverse {
         it.seek_to_last();
@@ -52,10 +58,8 @@ pub fn collect_entries(it: &mut DbIterator, reverse: bool, what: &str) -> Vec<En
             it.next();
         }
     }
-    if let Err(e) = it.status() {
-        panic!("{what}: iterator status: {e}");
-    }
-    out
+    it.status()?;
+    Ok(out)
 }
 
 /// Up to 24 bytes, escaped to ASCII, and the length if longer.
