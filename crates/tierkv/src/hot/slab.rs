@@ -211,6 +211,24 @@ impl SlabFile {
 mod tests {
     use super::*;
 
+    /// Pins docs/hot-tier.md's slot: `crc32c(rest) | seq u64 | kind u8 | key_len u16 |
+    /// value_len u32 | key | value`, little-endian.
+    #[test]
+    fn slot_bytes_are_pinned() {
+        let slot = encode_slot(0x0102, SlotKind::Value, b"ab", b"xyz");
+        let rest = [
+            0x02, 0x01, 0, 0, 0, 0, 0, 0, // seq
+            1, // kind: value
+            2, 0, // key length
+            3, 0, 0, 0, // value length
+            b'a', b'b', b'x', b'y', b'z',
+        ];
+        let mut want = crc32c::crc32c(&rest).to_le_bytes().to_vec();
+        want.extend_from_slice(&rest);
+        assert_eq!(slot, want);
+        assert_eq!(HEADER, 4 + rest.len() - 5);
+    }
+
     #[test]
     fn slots_never_cross_pages() {
         for &size in &CLASS_SIZES {

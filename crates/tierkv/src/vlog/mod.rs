@@ -399,6 +399,26 @@ impl ValueLog {
 mod tests {
     use super::*;
 
+    /// Pins docs/value-log.md: a record is `crc32c(rest) | key_len u32 | value_len u32 | key |
+    /// value`, little-endian, and a pointer is tag 1 then three varints.
+    #[test]
+    fn record_and_pointer_bytes_are_pinned() {
+        let mut rec = Vec::new();
+        encode_record(&mut rec, b"k1", b"val");
+        let rest = [2, 0, 0, 0, 3, 0, 0, 0, b'k', b'1', b'v', b'a', b'l'];
+        let mut want = crc32c::crc32c(&rest).to_le_bytes().to_vec();
+        want.extend_from_slice(&rest);
+        assert_eq!(rec, want);
+        assert_eq!(decode_record(&rec), Ok((&b"k1"[..], &b"val"[..])));
+        let p = ValuePointer {
+            file: 3,
+            offset: 300,
+            len: 17,
+        };
+        assert_eq!(p.encode(), [1, 3, 0xac, 0x02, 17]);
+        assert_eq!(decode_stored(&[0, b'x']), Some(Stored::Inline(b"x")));
+    }
+
     #[test]
     fn pointer_round_trips_through_its_tag() {
         let p = ValuePointer {
