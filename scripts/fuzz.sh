@@ -28,9 +28,13 @@ CARGO_BUILD_JOBS=${FUZZ_JOBS:-1} cargo +nightly fuzz build -O -a || exit 1
 failed=()
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
-    # An area file is pages of 4 KiB: its inputs need room for several.
+    # An area file is pages of 4 KiB, a zoned device a superblock, a zone table and zones, a
+    # hot-store journal 4 KiB page images: their inputs need room for several.
     max_len=4096
-    [ "$t" = wal_area ] && max_len=65536
+    case "$t" in
+        wal_area | wal_zoned) max_len=65536 ;;
+        hot_journal) max_len=16384 ;;
+    esac
     echo "== $t: ${secs}s"
     # -malloc_limit_mb: one allocation above it is reported as a crash; nothing a decoder
     # sizes from a length field may come near it (the largest cap, a compressed block's raw

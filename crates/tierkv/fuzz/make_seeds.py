@@ -142,6 +142,63 @@ def area():
     return bytes([0]) + bytes(meta) + bytes(meta) + bytes(pg) + bytes(empty) * 3
 
 
+def crc32c(data):
+    """CRC-32C (Castagnoli), bitwise: the seeds are small."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def append_record(log, synced, payload):
+    """An append-WAL record: crc | len | log | synced | payload, padded to 8 bytes."""
+    rest = struct.pack("<IQQ", len(payload), log, synced) + payload
+    rec = struct.pack("<I", crc32c(rest)) + rest
+    return rec + bytes(-len(rec) % 8)
+
+
+def zoned_device():
+    """A zoned WAL device: LBA 512, four 4 KiB zones, zone 3 marked FULL in the table; zone 0
+    holds log 5's start mark and two writes, each record in its own LBA."""
+    lba, zone, zones = 512, 4096, 4
+    body = b"TKVZONED" + struct.pack("<IQQQI", 1, lba, zone, zone, zones)
+    dev = bytearray(lba * 2 + zone * zones)
+    dev[: len(body) + 4] = body + struct.pack("<I", crc32c(body))
+    entry = bytes([0x0E, 0xA5, 0xA5, 0xA5])
+    dev[lba + 24 : lba + 32] = entry + struct.pack("<I", crc32c(entry))
+    records = [
+        append_record(5, 0, batch(1, [])),
+        append_record(5, 0, batch(1, [(b"k1", b"v1"), (b"k2", None)])),
+        append_record(5, 3, batch(3, [(b"k3", b"v3")])),
+    ]
+    for i, rec in enumerate(records):
+        at = lba * 2 + i * lba
+        dev[at : at + len(rec)] = rec
+    return bytes(dev)
+
+
+def hot_slot(seq, kind, key, value):
+    """A hot-store slot's contents (docs/hot-tier.md); the rest of the slot is zeros."""
+    rest = struct.pack("<QBHI", seq, kind, len(key), len(value)) + key + value
+    return struct.pack("<I", crc32c(rest)) + rest
+
+
+def hot_journal():
+    """HOT-JOURNAL with one page image of class 0 (100-byte slots) holding one slot."""
+    page = bytearray(4096)
+    slot = hot_slot(0x0102, 1, b"ab", b"xyz")
+    page[100 : 100 + len(slot)] = slot
+    head = b"TKVHOTJ1" + struct.pack("<QQI", 4, 9, 1)
+    return head + struct.pack("<HQI", 0, 2, crc32c(bytes(page))) + bytes(page)
+
+
+def vlog_record(key, value):
+    rest = struct.pack("<II", len(key), len(value)) + key + value
+    return struct.pack("<I", crc32c(rest)) + rest
+
+
 def seeds():
     b1 = batch(7, [(b"k", b"v"), (b"k2", None)])
     b2 = batch(9, [(b"a" * 10, b"b" * 20)])
@@ -161,6 +218,24 @@ def seeds():
         "sst_table": [table()],
         "manifest_edit": [edit(), pieces([edit()[:100], b"\x02\x01\x05"])],
         "tier_current": [b"tierkv-tier 1\ndb_id=fuzz\nname=fast\n\x00MANIFEST-000001\n"],
+        "wal_append": [
+            bytes([0]) + pieces([batch(7, [(b"k", b"v")]), batch(8, [(b"k2", None)])]),
+            bytes([0]) + pieces([b1]) + bytes([0x80 | len(b2)]) + b2,
+            bytes([1]) + append_record(5, 0, batch(7, [(b"k", b"v")])) + append_record(5, 8, batch(8, [])),
+        ],
+        "wal_zoned": [bytes([0]) + zoned_device(), bytes([2 | 5 << 3]) + zoned_device()],
+        "hot_slot": [
+            bytes([0]) + hot_slot(0x0102, 1, b"ab", b"xyz"),
+            bytes([12]) + hot_slot(7, 2, b"gone", b""),
+            bytes([3]) + hot_slot(9, 3, b"large", b""),
+            bytes([0]),
+        ],
+        "hot_journal": [bytes([0]) + hot_journal()],
+        "vlog_value": [
+            bytes([0]) + vlog_record(b"k1", b"val"),
+            bytes([0, 1, 3, 0xAC, 0x02, 17]),
+            bytes([0, 0]) + b"x",
+        ],
         "options_toml": [
             b'[[tier]]\nname = "fast"\npath = "/tmp/a"\ncapacity = "1GiB"\n[[tier]]\nname = "cap"\npath = "/tmp/b"\n'
             b'[memtable]\nwrite_buffer_size = "4MiB"\n[wal]\nmode = "parallel"\n',

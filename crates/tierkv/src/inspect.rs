@@ -17,6 +17,10 @@
 //!   [`VersionEdit`]s.
 //! - Tables (`docs/sst.md`): [`Table`] opens one table file on its own; its entries are read
 //!   through the [`InternalIterator`] cursor.
+//! - The append and zoned WALs (`docs/append-wal.md`), the hot store (`docs/hot-tier.md`) and the
+//!   value log (`docs/value-log.md`): [`decode_append_record`], [`read_zoned_device`],
+//!   [`replay_logs`] (every mode's logs, as open replays them), [`decode_hot_slot`],
+//!   [`read_hot_journal`], [`decode_split_value`], [`decode_value_record`].
 //! - File names and tier directories: [`parse_file_name`], [`read_identity`].
 //! - Text helpers shared by the tools: [`human_bytes`], [`parse_size`].
 //! - One part of a format from bytes in memory, for fuzzers and tools that hold a fragment
@@ -216,4 +220,194 @@ pub fn read_area(
     mode: RecoveryMode,
 ) -> Result<AreaRecovered> {
     parallel::recover(fs, path, log_number, mode)
+}
+
+// --- the append and zoned WALs, the hot store, the value log ---------------------------------
+
+/// Replays the write-ahead logs in `dir` (tier 0) as open does: group-commit `.log` files,
+/// append-WAL `.alog` files, the zoned WAL's `WALZONES` device and the parallel WAL's area,
+/// skipping logs numbered below `log_number` and treating damage according to `mode`.
+/// Returns every replayed write as `(first sequence number, batch)`, in replay order.
+pub fn replay_logs(
+    fs: &dyn crate::env::Fs,
+    dir: &Path,
+    log_number: u64,
+    mode: RecoveryMode,
+) -> Result<Vec<(u64, crate::WriteBatch)>> {
+    struct Collect(Vec<(u64, crate::WriteBatch)>);
+    impl crate::wal::ReplaySink for Collect {
+        fn mark_number_used(&mut self, _: u64) {}
+        fn apply(&mut self, seq: u64, batch: &crate::WriteBatch) -> Result<()> {
+            self.0.push((seq, batch.clone()));
+            Ok(())
+        }
+    }
+    let ctx = crate::wal::ReplayCtx {
+        fs,
+        dir,
+        log_number,
+        mode,
+    };
+    let mut sink = Collect(Vec::new());
+    crate::wal::replay(&ctx, &mut sink)?;
+    Ok(sink.0)
+}
+
+/// One append-WAL record (`docs/append-wal.md`, the append and zoned modes), decoded.
+#[derive(Debug, Clone)]
+pub struct AppendRecord {
+    /// The log file number the record says it belongs to.
+    pub log: u64,
+    /// Every write below this sequence number was durable when the record was written.
+    pub synced: u64,
+    /// The batch's first sequence number.
+    pub seq: u64,
+    /// The batch.
+    pub batch: crate::WriteBatch,
+    /// Bytes of the record, alignment padding included.
+    pub len: u64,
+}
+
+/// Decodes the append-WAL record at the start of `bytes`: header (checksum, payload length,
+/// log number, synced-through watermark) and its write-batch payload. Rejects a short,
+/// damaged or unparsable record with `Corruption`.
+pub fn decode_append_record(bytes: &[u8]) -> Result<AppendRecord> {
+    crate::wal::append::recover::parse_record(bytes)
+        .map(|r| AppendRecord {
+            log: r.log,
+            synced: r.synced,
+            seq: r.seq,
+            batch: r.batch,
+            len: r.len,
+        })
+        .map_err(|what| corrupt(0, what))
+}
+
+/// One zone of an emulated zoned device, as the device reports it after a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneReport {
+    /// The zone's number.
+    pub id: u32,
+    /// Its condition, as ZNS names it (`EMPTY`, `CLOSED`, `FULL`, `READ_ONLY`, `OFFLINE`).
+    pub state: &'static str,
+    /// Bytes from the zone's start to its write pointer.
+    pub write_pointer: u64,
+}
+
+/// Opens the emulated zoned device at `path` (the zoned WAL's `WALZONES`) as recovery does:
+/// its superblock, its zone table and a scan of every zone's data for the write pointer.
+/// Fails with `InvalidArgument` when the file is not a device, `Corruption` (naming the file
+/// and offset) when its superblock is damaged or the file is shorter than its geometry.
+pub fn read_zoned_device(fs: &dyn crate::env::Fs, path: &Path) -> Result<Vec<ZoneReport>> {
+    use crate::zoned::ZonedDevice;
+    let dev = crate::zoned::emulator::EmulatedZoned::open_existing(fs, path, false)?;
+    Ok(dev
+        .report()
+        .into_iter()
+        .map(|z| ZoneReport {
+            id: z.id,
+            state: z.state.name(),
+            write_pointer: z.write_pointer,
+        })
+        .collect())
+}
+
+/// One slot of a hot-store slab file (`docs/hot-tier.md`), decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HotSlot {
+    /// The version's sequence number.
+    pub seq: u64,
+    /// `"value"`, `"deletion"` or `"in-lsm"` (a version too large for a slot).
+    pub kind: &'static str,
+    /// The user key.
+    pub key: Vec<u8>,
+    /// The value (empty unless `kind` is `"value"`).
+    pub value: Vec<u8>,
+}
+
+/// Decodes one slot of `bytes.len()` bytes (a slot of its class): `Ok(None)` for a free slot,
+/// `Corruption` for a damaged one.
+pub fn decode_hot_slot(bytes: &[u8]) -> Result<Option<HotSlot>> {
+    let slot = crate::hot::slab::decode_slot(bytes).map_err(|what| corrupt(0, what))?;
+    Ok(slot.map(|s| HotSlot {
+        seq: s.seq,
+        kind: s.kind.name(),
+        key: s.key,
+        value: s.value,
+    }))
+}
+
+/// The hot store's `HOT-JOURNAL`: the last in-place job's marker and page images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HotJournal {
+    /// The log number the job's memtable was flushed under.
+    pub log_number: u64,
+    /// The lowest sequence number the job wrote.
+    pub lowest: u64,
+    /// Every page image as `(size class, page number, bytes)`.
+    pub pages: Vec<(usize, u64, Vec<u8>)>,
+}
+
+/// Reads the hot store's journal at `path`; `Ok(None)` when there is none, `Corruption`
+/// (naming the file and offset) when it is damaged.
+pub fn read_hot_journal(fs: &dyn crate::env::Fs, path: &Path) -> Result<Option<HotJournal>> {
+    Ok(crate::hot::read_journal(fs, path)?.map(|j| HotJournal {
+        log_number: j.log_number,
+        lowest: j.lowest,
+        pages: j.pages,
+    }))
+}
+
+/// A split value as the LSM stores it with `values = "split"` (`docs/value-log.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SplitValue {
+    /// The value itself.
+    Inline(Vec<u8>),
+    /// A pointer to a value-log record.
+    Pointer {
+        /// The value-log file number.
+        file: u64,
+        /// The record's offset in that file.
+        offset: u64,
+        /// The record's bytes (header, key and value).
+        len: u32,
+    },
+}
+
+/// Decodes a tagged LSM value of a split-values database; `Corruption` if it is malformed.
+pub fn decode_split_value(bytes: &[u8]) -> Result<SplitValue> {
+    match crate::vlog::decode_stored(bytes) {
+        Some(crate::vlog::Stored::Inline(v)) => Ok(SplitValue::Inline(v.to_vec())),
+        Some(crate::vlog::Stored::Pointer(p)) => Ok(SplitValue::Pointer {
+            file: p.file,
+            offset: p.offset,
+            len: p.len,
+        }),
+        None => Err(corrupt(0, "malformed split value")),
+    }
+}
+
+/// Encodes a split value as the LSM stores it (the inverse of [`decode_split_value`]).
+pub fn encode_split_value(value: &SplitValue) -> Vec<u8> {
+    match value {
+        SplitValue::Inline(v) => {
+            let mut out = vec![crate::vlog::TAG_INLINE];
+            out.extend_from_slice(v);
+            out
+        }
+        SplitValue::Pointer { file, offset, len } => crate::vlog::ValuePointer {
+            file: *file,
+            offset: *offset,
+            len: *len,
+        }
+        .encode(),
+    }
+}
+
+/// Checks one value-log record read whole (as a pointer's length delimits it) and returns its
+/// `(key, value)`; `Corruption` if its lengths or checksum are wrong.
+pub fn decode_value_record(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    crate::vlog::decode_record(bytes)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .map_err(|what| corrupt(0, what))
 }

@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tierkv::env::{FaultFs, Fs};
 use tierkv::inspect::{
-    decode_footer, decode_index, decode_properties, decode_stored_block, decode_version_edit,
-    read_area, read_identity, BlockView, FilterView, InternalIterator, LogReader,
-    RecoveredManifest, Table, VersionEdit,
+    decode_append_record, decode_footer, decode_hot_slot, decode_index, decode_properties,
+    decode_split_value, decode_stored_block, decode_value_record, decode_version_edit,
+    encode_split_value, read_area, read_hot_journal, read_identity, read_zoned_device, replay_logs,
+    BlockView, FilterView, InternalIterator, LogReader, RecoveredManifest, SplitValue, Table,
+    VersionEdit,
 };
 use tierkv::{BatchOp, Error, Options, RecoveryMode, WriteBatch};
 
@@ -38,6 +40,11 @@ pub const TARGETS: &[(&str, Driver)] = &[
     ("write_batch", write_batch),
     ("tier_current", tier_current),
     ("options_toml", options_toml),
+    ("wal_append", wal_append),
+    ("wal_zoned", wal_zoned),
+    ("hot_slot", hot_slot),
+    ("hot_journal", hot_journal),
+    ("vlog_value", vlog_value),
 ];
 
 /// A rejection must say what kind of bad input it was.
@@ -565,5 +572,306 @@ pub fn options_toml(data: &[u8]) {
             let _ = format!("{opts:?}");
         }
         Err(e) => assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}"),
+    }
+}
+
+// --- the append WAL and the zoned WAL --------------------------------------------------------
+
+/// Bytes of an append-WAL record header: crc, payload length, log number, synced-through.
+const APPEND_HEADER: usize = 24;
+
+/// Appends one append-WAL record (`docs/append-wal.md`), padded to 8 bytes.
+fn put_append_record(dst: &mut Vec<u8>, log: u64, synced: u64, payload: &[u8]) {
+    let start = dst.len();
+    dst.extend_from_slice(&[0; 4]);
+    dst.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    dst.extend_from_slice(&log.to_le_bytes());
+    dst.extend_from_slice(&synced.to_le_bytes());
+    dst.extend_from_slice(payload);
+    let sum = crc(&dst[start + 4..]);
+    dst[start..start + 4].copy_from_slice(&sum.to_le_bytes());
+    dst.resize(start + (APPEND_HEADER + payload.len()).div_ceil(8) * 8, 0);
+}
+
+/// Checks what a replay returned: every batch well formed and, unless records may be
+/// skipped, one history without gaps.
+fn check_replay(found: &[(u64, WriteBatch)], mode: RecoveryMode) {
+    for (_, b) in found {
+        check_batch(b);
+    }
+    if mode != RecoveryMode::SkipAnyCorruptedRecords {
+        for w in found.windows(2) {
+            assert_eq!(
+                w[0].0.checked_add(w[0].1.len() as u64),
+                Some(w[1].0),
+                "replayed history has a gap"
+            );
+        }
+    }
+}
+
+/// Decodes every append record laid end to end in `data`, as a dump would.
+fn walk_append_records(data: &[u8]) {
+    let mut at = 0usize;
+    while at < data.len() {
+        match decode_append_record(&data[at..]) {
+            Ok(r) => {
+                check_batch(&r.batch);
+                assert!(r.len >= APPEND_HEADER as u64 && r.len % 8 == 0);
+                at += r.len as usize;
+            }
+            Err(e) => return typed(&e),
+        }
+    }
+}
+
+/// The append WAL: records decoded one by one, then log files replayed as open replays them.
+/// Control byte: bit 0 takes the rest as the raw bytes of log 5; else the rest is pieces (a
+/// length byte, then that many payload bytes) framed as valid records, split between logs 5
+/// and 6 at the piece whose length byte has its top bit set, each record's watermark 0 or the
+/// sequence its payload starts at. Bits 1-2 pick the recovery mode; bits 3-7 the log number
+/// replay starts from.
+pub fn wal_append(data: &[u8]) {
+    let (c, rest) = control(data);
+    let mut logs: Vec<(u64, Vec<u8>)> = Vec::new();
+    if c & 1 == 1 {
+        logs.push((5, rest.to_vec()));
+    } else {
+        let mut log = (5u64, Vec::new());
+        let mut tail = rest;
+        while let Some((&n, after)) = tail.split_first() {
+            if n & 0x80 != 0 && log.0 == 5 {
+                logs.push(std::mem::replace(&mut log, (6, Vec::new())));
+            }
+            let n = (n as usize & 0x7f).min(after.len());
+            let payload = &after[..n];
+            let seq = payload
+                .get(..8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+            let synced = if n & 1 == 1 { seq } else { 0 };
+            put_append_record(&mut log.1, log.0, synced, payload);
+            tail = &after[n..];
+        }
+        logs.push(log);
+    }
+    for (_, bytes) in &logs {
+        walk_append_records(bytes);
+    }
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).expect("in memory");
+    for (number, bytes) in &logs {
+        fs.write_raw(&dir.join(format!("{number:06}.alog")), bytes);
+    }
+    let mode = RecoveryMode::ALL[(c >> 1 & 3) as usize];
+    match replay_logs(fs.as_ref(), dir, (c >> 3) as u64, mode) {
+        Ok(found) => check_replay(&found, mode),
+        Err(e) => typed(&e),
+    }
+}
+
+/// The geometry a zoned device's superblock records, if it is one the repair can walk:
+/// (LBA, zone size, zone capacity, zones).
+fn zoned_geometry(file: &[u8]) -> Option<(usize, usize, usize, usize)> {
+    let u64_at = |at: usize| -> Option<usize> {
+        usize::try_from(u64::from_le_bytes(file.get(at..at + 8)?.try_into().ok()?)).ok()
+    };
+    let lba = u64_at(12)?;
+    let zone_size = u64_at(20)?;
+    let capacity = u64_at(28)?;
+    let zones = u32::from_le_bytes(file.get(36..40)?.try_into().ok()?) as usize;
+    // Only geometries that fit the input: anything larger is rejected before any zone is read.
+    let sane = lba.is_power_of_two()
+        && (512..=file.len()).contains(&lba)
+        && (1..=file.len()).contains(&zone_size)
+        && capacity <= zone_size;
+    sane.then(|| (lba, zone_size, capacity, zones.min(file.len() / zone_size)))
+}
+
+/// Repairs the checksums of an emulated zoned device: its superblock, every zone-table entry
+/// carrying the entry marker, and every append record found by walking each zone as the
+/// zoned WAL's recovery walks it (a record, then the next LBA after it).
+fn repair_zoned(file: &mut [u8]) {
+    const SUPER_BODY: usize = 40;
+    if file.len() < SUPER_BODY + 4 {
+        return;
+    }
+    let sum = crc(&file[..SUPER_BODY]);
+    file[SUPER_BODY..SUPER_BODY + 4].copy_from_slice(&sum.to_le_bytes());
+    let Some((lba, zone_size, capacity, zones)) = zoned_geometry(file) else {
+        return;
+    };
+    let table_lbas = (zones * 8).div_ceil(lba);
+    for z in 0..zones {
+        let at = lba + z * 8;
+        if let Some(entry) = file.get_mut(at..at + 8) {
+            if entry[1..4] == [0xA5; 3] {
+                let sum = crc(&entry[..4]);
+                entry[4..].copy_from_slice(&sum.to_le_bytes());
+            }
+        }
+    }
+    let data_start = lba * (1 + table_lbas);
+    for z in 0..zones {
+        let start = data_start + z * zone_size;
+        let Some(zone) = file.get_mut(start..start + capacity) else {
+            break;
+        };
+        let mut offset = 0;
+        while offset + APPEND_HEADER <= zone.len() {
+            let len = u32::from_le_bytes(zone[offset + 4..offset + 8].try_into().expect("4"));
+            let end = offset + APPEND_HEADER + len as usize;
+            if len == 0 || end > zone.len() {
+                offset += lba;
+                continue;
+            }
+            let sum = crc(&zone[offset + 4..end]);
+            zone[offset..offset + 4].copy_from_slice(&sum.to_le_bytes());
+            offset += (APPEND_HEADER + len as usize).div_ceil(8) * 8;
+            offset = offset.div_ceil(lba) * lba;
+        }
+    }
+}
+
+/// The zoned WAL's device (`WALZONES`: superblock, zone table, zones of append records),
+/// opened as recovery opens it and replayed. Control byte: bit 0 leaves the checksums as they
+/// are; bits 1-2 pick the recovery mode; bits 3-7 the log number replay starts from. The rest
+/// is the device file.
+pub fn wal_zoned(data: &[u8]) {
+    let (c, rest) = control(data);
+    let mut file = rest.to_vec();
+    if c & 1 == 0 {
+        repair_zoned(&mut file);
+    }
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).expect("in memory");
+    let path = dir.join("WALZONES");
+    fs.write_raw(&path, &file);
+    match read_zoned_device(fs.as_ref(), &path) {
+        Ok(zones) => {
+            for z in &zones {
+                assert!(
+                    z.write_pointer as usize <= file.len(),
+                    "write pointer past the file"
+                );
+            }
+        }
+        Err(e) => typed(&e),
+    }
+    let mode = RecoveryMode::ALL[(c >> 1 & 3) as usize];
+    match replay_logs(fs.as_ref(), dir, (c >> 3) as u64, mode) {
+        Ok(found) => check_replay(&found, mode),
+        Err(e) => typed(&e),
+    }
+}
+
+// --- the hot store ---------------------------------------------------------------------------
+
+/// Slot sizes of the hot store's size classes (`docs/hot-tier.md`).
+const SLOT_SIZES: [usize; 13] = [
+    100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1360, 2048, 4096,
+];
+/// Bytes of a slot header: crc, seq, kind, key length, value length.
+const SLOT_HEADER: usize = 19;
+
+/// One hot-store slot. Control byte: bits 0-3 pick the slot's size class (13 and above: the
+/// input's own length); bit 4 leaves the checksum as it is. A decoded slot re-encodes to the
+/// bytes it was decoded from.
+pub fn hot_slot(data: &[u8]) {
+    let (c, rest) = control(data);
+    let mut slot = rest.to_vec();
+    if let Some(&size) = SLOT_SIZES.get((c & 15) as usize) {
+        slot.resize(size, 0);
+    }
+    if c & 16 == 0 && slot.len() >= SLOT_HEADER {
+        let key_len = u16::from_le_bytes([slot[13], slot[14]]) as usize;
+        let value_len = u32::from_le_bytes(slot[15..19].try_into().expect("4")) as usize;
+        let end = SLOT_HEADER + key_len + value_len;
+        if end <= slot.len() {
+            let sum = crc(&slot[4..end]);
+            slot[..4].copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+    match decode_hot_slot(&slot) {
+        Ok(Some(s)) => {
+            let end = SLOT_HEADER + s.key.len() + s.value.len();
+            assert!(end <= slot.len(), "slot contents past the slot");
+            assert_eq!(s.seq.to_le_bytes(), slot[4..12]);
+            assert_eq!(s.key, slot[SLOT_HEADER..SLOT_HEADER + s.key.len()]);
+            assert_eq!(s.value, slot[SLOT_HEADER + s.key.len()..end]);
+        }
+        Ok(None) => assert!(slot[..SLOT_HEADER].iter().all(|&b| b == 0)),
+        Err(e) => typed(&e),
+    }
+}
+
+/// The hot store's `HOT-JOURNAL`. Control byte bit 0 leaves the page checksums as they are;
+/// else every page image the journal's count announces has its checksum repaired.
+pub fn hot_journal(data: &[u8]) {
+    const PAGE: usize = 4096;
+    const ENTRY: usize = 14;
+    let (c, rest) = control(data);
+    let mut file = rest.to_vec();
+    if c & 1 == 0 && file.len() >= 28 {
+        let mut at = 28;
+        while at + ENTRY + PAGE <= file.len() {
+            let sum = crc(&file[at + ENTRY..at + ENTRY + PAGE]);
+            file[at + 10..at + 14].copy_from_slice(&sum.to_le_bytes());
+            at += ENTRY + PAGE;
+        }
+    }
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/db/hot");
+    fs.create_dir_all(dir).expect("in memory");
+    let path = dir.join("HOT-JOURNAL");
+    fs.write_raw(&path, &file);
+    match read_hot_journal(fs.as_ref(), &path) {
+        Ok(Some(j)) => {
+            assert_eq!(file.len(), 28 + j.pages.len() * (ENTRY + PAGE));
+            for (class, _, image) in &j.pages {
+                assert!(*class < SLOT_SIZES.len());
+                assert_eq!(image.len(), PAGE);
+            }
+        }
+        Ok(None) => panic!("the journal exists"),
+        Err(e) => typed(&e),
+    }
+}
+
+// --- the value log ---------------------------------------------------------------------------
+
+/// Bytes of a value-log record header: crc, key length, value length.
+const VLOG_HEADER: usize = 12;
+
+/// A split value as the LSM stores it, and a value-log record. Control byte bit 0 leaves the
+/// record's checksum as it is. The rest is decoded both as a tagged LSM value (which must
+/// round-trip, and whose pointer must name a range that exists) and as one record read whole.
+pub fn vlog_value(data: &[u8]) {
+    let (c, rest) = control(data);
+    match decode_split_value(rest) {
+        Ok(v) => {
+            if let SplitValue::Pointer { offset, len, .. } = v {
+                assert!(
+                    offset.checked_add(u64::from(len)).is_some(),
+                    "pointer range overflows"
+                );
+            }
+            let again = decode_split_value(&encode_split_value(&v)).expect("re-encoded value");
+            assert_eq!(again, v);
+        }
+        Err(e) => typed(&e),
+    }
+    let mut rec = rest.to_vec();
+    if c & 1 == 0 && rec.len() >= VLOG_HEADER {
+        let sum = crc(&rec[4..]);
+        rec[..4].copy_from_slice(&sum.to_le_bytes());
+    }
+    match decode_value_record(&rec) {
+        Ok((key, value)) => {
+            assert_eq!(VLOG_HEADER + key.len() + value.len(), rec.len());
+            assert_eq!(key, rec[VLOG_HEADER..VLOG_HEADER + key.len()]);
+        }
+        Err(e) => typed(&e),
     }
 }

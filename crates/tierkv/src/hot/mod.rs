@@ -780,14 +780,14 @@ fn gc_versions(versions: &mut Vec<HotVersion>, needed: &dyn Fn(SeqNo, SeqNo) -> 
 }
 
 /// The last job's journal: its marker and the pages it wrote in place.
-struct Journal {
-    log_number: u64,
-    lowest: SeqNo,
-    pages: Vec<(usize, u64, Vec<u8>)>,
+pub(crate) struct Journal {
+    pub log_number: u64,
+    pub lowest: SeqNo,
+    pub pages: Vec<(usize, u64, Vec<u8>)>,
 }
 
 /// Reads the journal; a damaged one is corruption (it is written atomically).
-fn read_journal(fs: &dyn Fs, path: &Path) -> Result<Option<Journal>> {
+pub(crate) fn read_journal(fs: &dyn Fs, path: &Path) -> Result<Option<Journal>> {
     if !fs.exists(path) {
         return Ok(None);
     }
@@ -802,7 +802,8 @@ fn read_journal(fs: &dyn Fs, path: &Path) -> Result<Option<Journal>> {
     }
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let count = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
-    let mut pages = Vec::with_capacity(count);
+    // The count is read from the file: reserve no more entries than its bytes can hold.
+    let mut pages = Vec::with_capacity(count.min((bytes.len() - 28) / (14 + slab::PAGE)));
     let mut at = 28;
     for _ in 0..count {
         let end = at + 14 + slab::PAGE;
@@ -887,5 +888,31 @@ impl InternalIterator for VecIter {
     }
     fn status(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::FaultFs;
+
+    #[test]
+    fn a_journal_announcing_more_pages_than_it_holds_is_corruption_not_an_allocation() {
+        let fs = FaultFs::new(0);
+        let dir = Path::new("/hot");
+        fs.create_dir_all(dir).unwrap();
+        let path = dir.join(JOURNAL);
+        let mut bytes = JOURNAL_MAGIC.to_vec();
+        bytes.extend_from_slice(&4u64.to_le_bytes());
+        bytes.extend_from_slice(&9u64.to_le_bytes());
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        fs.write_raw(&path, &bytes);
+        match read_journal(fs.as_ref(), &path) {
+            Err(Error::Corruption { offset, what, .. }) => {
+                assert_eq!(offset, 28);
+                assert!(what.contains("truncated"), "{what}");
+            }
+            other => panic!("expected corruption, got {:?}", other.map(|j| j.is_some())),
+        }
     }
 }

@@ -36,6 +36,15 @@ pub(crate) enum SlotKind {
 }
 
 impl SlotKind {
+    /// The kind's name in dumps.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SlotKind::Value => "value",
+            SlotKind::Deletion => "deletion",
+            SlotKind::InLsm => "in-lsm",
+        }
+    }
+
     fn from_u8(b: u8) -> Option<SlotKind> {
         match b {
             1 => Some(SlotKind::Value),

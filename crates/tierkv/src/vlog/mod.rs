@@ -60,6 +60,9 @@ impl ValuePointer {
             offset: d.varint()?,
             len: u32::try_from(d.varint()?).ok()?,
         };
+        // A record ending past the largest offset cannot exist: refuse it here so readers can
+        // add `offset + len` without overflow.
+        p.offset.checked_add(u64::from(p.len))?;
         d.is_empty().then_some(p)
     }
 }
@@ -448,6 +451,21 @@ mod tests {
             .unwrap_err()
             .contains("length"));
         assert!(decode_record(&rec[..5]).unwrap_err().contains("header"));
+    }
+
+    #[test]
+    fn a_pointer_whose_range_overflows_is_malformed() {
+        let mut v = vec![TAG_POINTER];
+        put_varint(&mut v, 1);
+        put_varint(&mut v, u64::MAX - 3);
+        put_varint(&mut v, 17);
+        assert_eq!(decode_stored(&v), None);
+        let last = ValuePointer {
+            file: 1,
+            offset: u64::MAX - 17,
+            len: 17,
+        };
+        assert_eq!(decode_stored(&last.encode()), Some(Stored::Pointer(last)));
     }
 
     #[test]

@@ -107,6 +107,12 @@ impl Geometry {
         if self.zones == 0 {
             return bad("the device has no zones".into());
         }
+        if self.file_bytes().is_none() {
+            return bad(format!(
+                "{} zones of {} bytes with LBA {} do not fit a 64-bit device",
+                self.zones, self.zone_size, self.lba
+            ));
+        }
         if self.max_open == 0 || self.max_active < self.max_open {
             return bad(format!(
                 "max open zones {} must be at least 1 and at most max active zones {}",
@@ -114,6 +120,14 @@ impl Geometry {
             ));
         }
         Ok(())
+    }
+
+    /// Bytes of an emulated device's file: superblock, zone table (8 bytes a zone, whole
+    /// LBAs) and zones; `None` if that overflows.
+    pub fn file_bytes(&self) -> Option<u64> {
+        let table_lbas = (u64::from(self.zones) * 8).div_ceil(self.lba.max(1));
+        let header = self.lba.checked_mul(table_lbas.checked_add(1)?)?;
+        header.checked_add(self.zone_size.checked_mul(u64::from(self.zones))?)
     }
 
     /// The device's size in bytes.
@@ -155,6 +169,19 @@ impl ZoneState {
             0xF => ZoneState::Offline,
             _ => return None,
         })
+    }
+
+    /// The state's name as ZNS spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZoneState::Empty => "EMPTY",
+            ZoneState::ImplicitOpen => "IMPLICIT_OPEN",
+            ZoneState::ExplicitOpen => "EXPLICIT_OPEN",
+            ZoneState::Closed => "CLOSED",
+            ZoneState::Full => "FULL",
+            ZoneState::ReadOnly => "READ_ONLY",
+            ZoneState::Offline => "OFFLINE",
+        }
     }
 
     /// Open, implicitly or explicitly.

@@ -16,7 +16,7 @@
 //! durable before the record was written: recovery's evidence that a hole below it is
 //! corruption, not a lost unsynced tail.
 
-mod recover;
+pub(crate) mod recover;
 pub(crate) mod zones;
 
 pub(crate) use recover::remove_below;

@@ -17,29 +17,42 @@ use crate::wal::{ReplayCtx, ReplaySink};
 use std::path::{Path, PathBuf};
 
 /// An intact record: where it is, its claim and its batch.
-struct Record {
-    offset: u64,
+pub(crate) struct Record {
+    pub offset: u64,
     /// Bytes of the record, padding included.
-    len: u64,
-    synced: u64,
-    seq: u64,
-    batch: WriteBatch,
+    pub len: u64,
+    /// The log file the record says it belongs to.
+    pub log: u64,
+    pub synced: u64,
+    pub seq: u64,
+    pub batch: WriteBatch,
 }
 
 /// Parses the record at `offset` of log `log`; `None` if it is not an intact one.
 fn parse(data: &[u8], offset: u64, log: u64) -> Option<Record> {
-    let at = offset as usize;
-    let header = data.get(at..at + HEADER)?;
-    let len = coding::get_u32(&header[4..])? as usize;
-    let body = data.get(at + 4..at + HEADER + len)?;
-    if coding::get_u32(header)? != coding::crc(body) || coding::get_u64(&header[8..])? != log {
-        return None;
+    let record = parse_record(data.get(offset as usize..)?).ok()?;
+    (record.log == log).then_some(Record { offset, ..record })
+}
+
+/// Parses the record at the start of `data` (its offset is left 0), or says what is wrong.
+pub(crate) fn parse_record(data: &[u8]) -> std::result::Result<Record, &'static str> {
+    let header = data
+        .get(..HEADER)
+        .ok_or("append-WAL record shorter than its header")?;
+    let len = coding::get_u32(&header[4..]).unwrap_or_default() as usize;
+    let body = data
+        .get(4..HEADER + len)
+        .ok_or("append-WAL record payload runs past the data")?;
+    if coding::get_u32(header) != Some(coding::crc(body)) {
+        return Err("append-WAL record checksum mismatch");
     }
-    let (seq, batch) = WriteBatch::decode(&body[HEADER - 4..])?;
-    Some(Record {
-        offset,
+    let (seq, batch) = WriteBatch::decode(&body[HEADER - 4..])
+        .ok_or("append-WAL record payload is not a batch")?;
+    Ok(Record {
+        offset: 0,
         len: record_len(len),
-        synced: coding::get_u64(&header[16..])?,
+        log: coding::get_u64(&header[8..]).unwrap_or_default(),
+        synced: coding::get_u64(&header[16..]).unwrap_or_default(),
         seq,
         batch,
     })

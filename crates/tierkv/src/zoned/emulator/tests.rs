@@ -604,3 +604,23 @@ fn zone_errors_become_io_errors_naming_the_device() {
         "I/O error: zone /dev0/zoned: zone 0 is full"
     );
 }
+
+#[test]
+fn a_superblock_whose_geometry_overflows_is_refused_by_name() {
+    let (fault, fs) = fault_fs(0);
+    // 2^40-byte zones, 2^24 of them: the device would need 2^64 bytes.
+    let mut g = Geometry::new(1 << 40, 1 << 24);
+    g.lba = 4096;
+    let mut sb = encode_superblock(&g);
+    sb.resize(8192, 0);
+    fault.write_raw(dev_path(), &sb);
+    match EmulatedZoned::open_existing(fs.as_ref(), dev_path(), false) {
+        Err(Error::InvalidArgument(msg)) => {
+            assert!(msg.contains("/dev0/zoned"), "{msg}");
+            assert!(msg.contains("do not fit"), "{msg}");
+        }
+        other => panic!("expected InvalidArgument, got {:?}", other.err()),
+    }
+    assert_eq!(g.file_bytes(), None);
+    assert_eq!(geometry().file_bytes(), Some(4096 * 2 + 8 * ZONE));
+}
