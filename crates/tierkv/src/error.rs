@@ -129,13 +129,17 @@ impl Error {
     }
 
     /// A copy of this error for handing to several waiters (the `io::Error` source is
-    /// re-created from its kind and message).
+    /// re-created from its errno where it has one, so callers can still tell `EMFILE` from
+    /// `ENOSPC`, else from its kind and message).
     pub(crate) fn duplicate(&self) -> Error {
         match self {
             Error::Io { op, path, source } => Error::Io {
                 op,
                 path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
+                source: match source.raw_os_error() {
+                    Some(errno) => std::io::Error::from_raw_os_error(errno),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
             },
             Error::Corruption { file, offset, what } => Error::Corruption {
                 file: file.clone(),
@@ -207,6 +211,23 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_keeps_the_errno() {
+        let emfile = Error::io(
+            "open",
+            "/fast/000009.sst",
+            std::io::Error::from_raw_os_error(libc::EMFILE),
+        );
+        let Error::Stopped { cause } = Error::stopped(&emfile) else {
+            panic!("a stop");
+        };
+        let Error::Io { source, .. } = *cause else {
+            panic!("an I/O cause");
+        };
+        assert_eq!(source.raw_os_error(), Some(libc::EMFILE));
+        assert_eq!(emfile.duplicate().to_string(), emfile.to_string());
+    }
 
     #[test]
     fn a_stop_keeps_its_first_cause_typed() {

@@ -1,0 +1,535 @@
+//! Space and descriptor exhaustion. A tier that fills up while a memtable is flushed, a
+//! compaction writes its outputs, the WAL grows or the MANIFEST takes an edit ends in a typed
+//! out-of-space error naming the tier or file; no acknowledged write is lost, reads go on, and
+//! once there is room again a reopen recovers everything and takes writes. Running out of file
+//! descriptors fails with `EMFILE` naming the file, loses nothing, and stops failing as soon as
+//! descriptors are free again.
+//!
+//! Space runs out two ways: [`FaultFs::set_space_limit`] fills a whole tier directory, and
+//! [`ExhaustFs`] fails the writes to one kind of file (the WAL, the MANIFEST) with `ENOSPC`
+//! while the rest of the tier still has room, so each writer is reached on its own.
+
+mod common;
+
+use common::{drop_within, sized, TierSetup, CAPACITY, MODES};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tierkv::env::{FaultFs, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
+use tierkv::{Db, Error, Options, ReadOptions, Result, WalMode, WriteOptions};
+
+// ---------------------------------------------------------------------------------------------
+// A file system whose files of one kind are full, and whose descriptors can run out
+// ---------------------------------------------------------------------------------------------
+
+/// What [`ExhaustFs`] refuses.
+#[derive(Default)]
+struct Limits {
+    /// Writes to files whose name contains one of these fail with `ENOSPC`.
+    full: Vec<&'static str>,
+    /// Every open fails with `EMFILE`, as at `RLIMIT_NOFILE`.
+    no_descriptors: bool,
+}
+
+/// A [`FaultFs`] with [`Limits`] on top.
+struct ExhaustFs {
+    inner: Arc<FaultFs>,
+    limits: Arc<Mutex<Limits>>,
+}
+
+fn os_error(op: &'static str, path: &Path, errno: i32) -> Error {
+    Error::Io {
+        op,
+        path: path.to_path_buf(),
+        source: io::Error::from_raw_os_error(errno),
+    }
+}
+
+impl Limits {
+    fn check_space(&self, path: &Path, op: &'static str) -> Result<()> {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if self.full.iter().any(|f| name.contains(f)) {
+            return Err(os_error(op, path, libc::ENOSPC));
+        }
+        Ok(())
+    }
+
+    fn check_open(&self, path: &Path) -> Result<()> {
+        if self.no_descriptors {
+            return Err(os_error("open", path, libc::EMFILE));
+        }
+        Ok(())
+    }
+}
+
+impl ExhaustFs {
+    fn new(inner: Arc<FaultFs>) -> Arc<ExhaustFs> {
+        Arc::new(ExhaustFs {
+            inner,
+            limits: Arc::default(),
+        })
+    }
+
+    /// Files whose name contains `fragment` take no more bytes.
+    fn fill(&self, fragment: &'static str) {
+        self.limits.lock().full.push(fragment);
+    }
+
+    fn set_descriptors_exhausted(&self, on: bool) {
+        self.limits.lock().no_descriptors = on;
+    }
+
+    fn make_room(&self) {
+        *self.limits.lock() = Limits::default();
+    }
+
+    fn wrap(&self, path: &Path, inner: Box<dyn WritableFile>) -> Box<dyn WritableFile> {
+        Box::new(LimitedFile {
+            inner,
+            path: path.to_path_buf(),
+            limits: Arc::clone(&self.limits),
+        })
+    }
+}
+
+impl Fs for ExhaustFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.limits.lock().check_open(path)?;
+        Ok(self.wrap(path, self.inner.create(path)?))
+    }
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.limits.lock().check_open(path)?;
+        Ok(self.wrap(path, self.inner.open_append(path)?))
+    }
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.limits.lock().check_open(path)?;
+        self.inner.open_read(path)
+    }
+    fn open_read_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.limits.lock().check_open(path)?;
+        self.inner.open_read_direct(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
+        self.limits.lock().check_open(dir)?;
+        self.inner.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.limits.lock().check_open(dir)?;
+        self.inner.sync_dir(dir)
+    }
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.limits.lock().check_open(path)?;
+        self.inner.lock(path)
+    }
+    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
+        self.limits.lock().check_open(path)?;
+        Ok(Arc::new(LimitedPositional {
+            inner: self.inner.open_positional(path, len)?,
+            limits: Arc::clone(&self.limits),
+        }))
+    }
+}
+
+/// A writable file whose appends and preallocations meet [`Limits::full`].
+struct LimitedFile {
+    inner: Box<dyn WritableFile>,
+    path: PathBuf,
+    limits: Arc<Mutex<Limits>>,
+}
+
+impl WritableFile for LimitedFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.limits.lock().check_space(&self.path, "write")?;
+        self.inner.append(data)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn preallocate(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.limits.lock().check_space(&self.path, "fallocate")?;
+        self.inner.preallocate(offset, len)
+    }
+    fn drop_cache(&mut self) {
+        self.inner.drop_cache()
+    }
+    fn write_back(&mut self) {
+        self.inner.write_back()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+/// A positional file (the parallel WAL's area, the zoned WAL's device) whose writes meet
+/// [`Limits::full`].
+struct LimitedPositional {
+    inner: Arc<dyn PositionalFile>,
+    limits: Arc<Mutex<Limits>>,
+}
+
+impl PositionalFile for LimitedPositional {
+    fn write_at(&self, offset: u64, data: &[u8], durable: bool) -> Result<()> {
+        self.limits.lock().check_space(self.inner.path(), "write")?;
+        self.inner.write_at(offset, data, durable)
+    }
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn emulates_ring(&self) -> bool {
+        self.inner.emulates_ring()
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Databases, acknowledged writes and the checks
+// ---------------------------------------------------------------------------------------------
+
+/// Small memtables and tables on two tiers inside `fs`; L0 on the fast tier when
+/// `levels_on_fast` is 1, on the capacity tier when it is 0. Compactions run only when asked
+/// for, so each test decides when a compaction writes.
+fn options(fs: Arc<dyn Fs>, mode: WalMode, levels_on_fast: usize) -> Options {
+    sized(256 << 10, 16 << 10, 64 << 10)
+        .fault_tiers()
+        .levels_on_fast(levels_on_fast)
+        .l0_compaction_trigger(64)
+        .l0_slowdown_trigger(100)
+        .l0_stop_trigger(120)
+        .wal(mode)
+        .fs(fs)
+        .build()
+        .expect("valid options")
+}
+
+/// Every write a test saw acknowledged: key -> value.
+#[derive(Default)]
+struct Acked(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl Acked {
+    /// Puts `count` keys `prefix-NNNNN` with Sync durability, each of which must succeed.
+    fn put_all(&mut self, db: &Db, prefix: &str, count: u32) {
+        for i in 0..count {
+            let (k, v) = kv(prefix, i);
+            db.put(&WriteOptions::sync(), &k, &v)
+                .unwrap_or_else(|e| panic!("{prefix}: put {i} with room to spare: {e}"));
+            self.0.insert(k, v);
+        }
+    }
+
+    /// Puts keys `prefix-NNNNN` until one fails, and returns that failure.
+    fn put_until_refused(&mut self, db: &Db, prefix: &str) -> Error {
+        for i in 0..20_000 {
+            let (k, v) = kv(prefix, i);
+            match db.put(&WriteOptions::sync(), &k, &v) {
+                Ok(()) => {
+                    self.0.insert(k, v);
+                }
+                Err(e) => return e,
+            }
+        }
+        panic!("{prefix}: 20000 puts never met the full file");
+    }
+
+    /// Every acknowledged write reads back, by key and by a scan.
+    fn assert_readable(&self, db: &Db, case: &str) {
+        for (k, v) in &self.0 {
+            let got = db
+                .get(&ReadOptions::default(), k)
+                .unwrap_or_else(|e| panic!("{case}: get {:?}: {e}", String::from_utf8_lossy(k)));
+            assert_eq!(
+                got.as_deref(),
+                Some(&v[..]),
+                "{case}: acknowledged key {:?} lost",
+                String::from_utf8_lossy(k)
+            );
+        }
+        let mut it = db
+            .iter(ReadOptions::default())
+            .unwrap_or_else(|e| panic!("{case}: iterator: {e}"));
+        it.seek_to_first();
+        let mut seen = 0usize;
+        while it.valid() {
+            if let Some(v) = self.0.get(it.key()) {
+                assert_eq!(it.value(), &v[..], "{case}: scan value");
+                seen += 1;
+            }
+            it.next();
+        }
+        it.status()
+            .unwrap_or_else(|e| panic!("{case}: scan failed: {e}"));
+        assert_eq!(seen, self.0.len(), "{case}: scan misses acknowledged keys");
+    }
+}
+
+/// Key `prefix-NNNNN` and a 200-byte value that names it.
+fn kv(prefix: &str, i: u32) -> (Vec<u8>, Vec<u8>) {
+    let k = format!("{prefix}-{i:05}").into_bytes();
+    let mut v = format!("value of {prefix}-{i:05} ").into_bytes();
+    v.resize(200, b'.');
+    (k, v)
+}
+
+/// `err` is out of space at its root, and its message names one of `places` (the tier, or
+/// the file where the file system reports it whole).
+fn assert_no_space_naming(err: &Error, places: &[&str], case: &str) {
+    assert!(
+        err.is_no_space(),
+        "{case}: expected an out-of-space error, got {err:?}"
+    );
+    let shown = err.to_string();
+    assert!(
+        places.iter().any(|p| shown.contains(p)),
+        "{case}: the error names none of {places:?}: {shown}"
+    );
+}
+
+/// After a failure, writes are refused with the same typed cause, and reads go on.
+fn assert_stopped_but_readable(db: &Db, acked: &Acked, case: &str) {
+    let refused = db
+        .put(&WriteOptions::sync(), b"after-the-failure", b"x")
+        .expect_err("writes go on after the tier filled up");
+    match &refused {
+        Error::Stopped { cause } => assert!(
+            cause.is_no_space(),
+            "{case}: stopped by {cause:?}, not by the full tier"
+        ),
+        other => assert!(
+            other.is_no_space(),
+            "{case}: a write after the failure got {other:?}"
+        ),
+    }
+    acked.assert_readable(db, &format!("{case}, before the reopen"));
+}
+
+/// With room again, a reopen recovers every acknowledged write and the database takes
+/// writes, flushes and compactions.
+fn reopen_with_room(fs: Arc<dyn Fs>, opts: Options, acked: &mut Acked, case: &str) {
+    let db = Db::open(Options { fs, ..opts })
+        .unwrap_or_else(|e| panic!("{case}: reopen with room: {e}"));
+    acked.assert_readable(&db, &format!("{case}, after the reopen"));
+    acked.put_all(&db, "resumed", 50);
+    db.flush()
+        .unwrap_or_else(|e| panic!("{case}: flush after the reopen: {e}"));
+    db.compact_range(None, None)
+        .unwrap_or_else(|e| panic!("{case}: compaction after the reopen: {e}"));
+    acked.assert_readable(&db, &format!("{case}, after writes resumed"));
+    drop_within(Some(db), case);
+}
+
+fn fresh(mode: WalMode, levels_on_fast: usize) -> (Arc<FaultFs>, Arc<ExhaustFs>, Options) {
+    let fault = FaultFs::new(7);
+    let fs = ExhaustFs::new(Arc::clone(&fault));
+    let opts = options(fs.clone(), mode, levels_on_fast);
+    (fault, fs, opts)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A full tier
+// ---------------------------------------------------------------------------------------------
+
+/// L0 lives on the capacity tier, which is full when the memtable is flushed.
+#[test]
+fn a_tier_full_during_flush_stops_writes_and_loses_nothing() {
+    for mode in MODES {
+        let case = format!("{mode:?}: flush into a full capacity tier");
+        let (fault, fs, opts) = fresh(mode, 0);
+        let db = Db::open(opts.clone()).expect("open");
+        let mut acked = Acked::default();
+        acked.put_all(&db, "flushed", 300);
+        db.flush().expect("flush with room");
+        acked.put_all(&db, "pending", 300);
+        fault.set_space_limit(Path::new(CAPACITY), Some(0));
+        let err = db.flush().expect_err("flush into a full tier");
+        assert_no_space_naming(&err, &["'capacity'", CAPACITY], &case);
+        assert_stopped_but_readable(&db, &acked, &case);
+        drop_within(Some(db), &case);
+        fault.set_space_limit(Path::new(CAPACITY), None);
+        reopen_with_room(fs, opts, &mut acked, &case);
+    }
+}
+
+/// L0 lives on the fast tier and L1 on the capacity tier, which is full when a compaction
+/// writes its outputs there.
+#[test]
+fn a_tier_full_during_compaction_stops_writes_and_loses_nothing() {
+    let case = "compaction into a full capacity tier";
+    let (fault, fs, opts) = fresh(WalMode::Group, 1);
+    let db = Db::open(opts.clone()).expect("open");
+    let mut acked = Acked::default();
+    for round in 0..3 {
+        acked.put_all(&db, &format!("round{round}"), 200);
+        db.flush().expect("flush to the fast tier");
+    }
+    assert!(
+        db.live_files()
+            .iter()
+            .all(|f| f.level == 0 && f.tier == "fast"),
+        "{case}: L0 tables are on the fast tier before the compaction"
+    );
+    fault.set_space_limit(Path::new(CAPACITY), Some(0));
+    let err = db
+        .compact_range(None, None)
+        .expect_err("compaction into a full tier");
+    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+    assert_stopped_but_readable(&db, &acked, case);
+    drop_within(Some(db), case);
+    fault.set_space_limit(Path::new(CAPACITY), None);
+    reopen_with_room(fs, opts, &mut acked, case);
+}
+
+/// The fast tier fills up under the WAL: the write that meets it fails naming the log, and
+/// every write acknowledged before it survives.
+#[test]
+fn a_tier_full_during_a_wal_write_fails_that_write_and_loses_nothing() {
+    for (mode, log) in [
+        (WalMode::Group, ".log"),
+        (WalMode::Parallel, "WAL-AREA"),
+        (WalMode::Append, ".alog"),
+        (WalMode::Zoned, "WALZONES"),
+    ] {
+        let case = format!("{mode:?}: full WAL");
+        let (_fault, fs, opts) = fresh(mode, 0);
+        let db = Db::open(opts.clone()).expect("open");
+        let mut acked = Acked::default();
+        acked.put_all(&db, "before", 200);
+        fs.fill(log);
+        let err = acked.put_until_refused(&db, "filling");
+        assert_no_space_naming(&err, &["'fast'", log], &case);
+        assert_stopped_but_readable(&db, &acked, &case);
+        drop_within(Some(db), &case);
+        fs.make_room();
+        reopen_with_room(fs, opts, &mut acked, &case);
+    }
+}
+
+/// The fast tier fills up under the MANIFEST as a flush records its table: the flush fails
+/// naming the MANIFEST, and the flushed writes are still in the WAL.
+#[test]
+fn a_tier_full_during_a_manifest_write_loses_nothing() {
+    for mode in MODES {
+        let case = format!("{mode:?}: full MANIFEST");
+        let (_fault, fs, opts) = fresh(mode, 1);
+        let db = Db::open(opts.clone()).expect("open");
+        let mut acked = Acked::default();
+        acked.put_all(&db, "in-a-table", 200);
+        db.flush().expect("flush with room");
+        acked.put_all(&db, "in-the-memtable", 200);
+        fs.fill("MANIFEST");
+        let err = db
+            .flush()
+            .expect_err("a flush whose edit cannot be written");
+        assert_no_space_naming(&err, &["'fast'", "MANIFEST"], &case);
+        assert_stopped_but_readable(&db, &acked, &case);
+        drop_within(Some(db), &case);
+        fs.make_room();
+        reopen_with_room(fs, opts, &mut acked, &case);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// No file descriptors left
+// ---------------------------------------------------------------------------------------------
+
+/// `err` is `EMFILE` from opening a file.
+fn assert_out_of_descriptors(err: &Error, case: &str) {
+    match err.root_cause() {
+        Error::Io { op, path, source } => {
+            assert_eq!(source.raw_os_error(), Some(libc::EMFILE), "{case}: {err}");
+            assert!(!path.as_os_str().is_empty(), "{case}: names no file: {err}");
+            assert!(
+                err.to_string().contains(&*path.to_string_lossy()),
+                "{case}: {err}"
+            );
+            let _ = op;
+        }
+        other => panic!("{case}: expected EMFILE from an open, got {other:?}"),
+    }
+}
+
+/// Reads that must open a table fail with `EMFILE` while no descriptor is free, and succeed
+/// as soon as one is: the table cache keeps no failure.
+#[test]
+fn reads_without_descriptors_fail_clearly_and_recover() {
+    let case = "reads without descriptors";
+    let (_fault, fs, opts) = fresh(WalMode::Group, 1);
+    let mut acked = Acked::default();
+    {
+        let db = Db::open(opts.clone()).expect("open");
+        acked.put_all(&db, "tabled", 400);
+        db.flush().expect("flush");
+        drop_within(Some(db), case);
+    }
+    // A new process: the table cache holds nothing open.
+    let db = Db::open(opts.clone()).expect("reopen");
+    fs.set_descriptors_exhausted(true);
+    let (k, _) = kv("tabled", 7);
+    let err = db
+        .get(&ReadOptions::default(), &k)
+        .expect_err("a read that must open a table");
+    assert_out_of_descriptors(&err, case);
+    let err = db
+        .get(&ReadOptions::default(), &k)
+        .expect_err("still no descriptor");
+    assert_out_of_descriptors(&err, case);
+    fs.set_descriptors_exhausted(false);
+    acked.assert_readable(&db, &format!("{case}, descriptors free again"));
+    acked.put_all(&db, "afterwards", 50);
+    db.flush().expect("flush once descriptors are free");
+    acked.assert_readable(&db, &format!("{case}, after a flush"));
+    drop_within(Some(db), case);
+}
+
+/// A flush that cannot open its table file fails with `EMFILE` naming it; nothing
+/// acknowledged is lost, reads go on once descriptors are free, an open without them fails
+/// the same way, and the database reopens once they are free.
+#[test]
+fn a_flush_without_descriptors_fails_clearly_and_loses_nothing() {
+    for mode in MODES {
+        let case = format!("{mode:?}: flush without descriptors");
+        let (_fault, fs, opts) = fresh(mode, 1);
+        let db = Db::open(opts.clone()).expect("open");
+        let mut acked = Acked::default();
+        acked.put_all(&db, "pending", 300);
+        fs.set_descriptors_exhausted(true);
+        let err = db.flush().expect_err("a flush that cannot open its table");
+        assert_out_of_descriptors(&err, &case);
+        // Reads that must open a table fail the same way while no descriptor is free; once
+        // one is, every acknowledged write reads back from the same database.
+        fs.set_descriptors_exhausted(false);
+        acked.assert_readable(&db, &format!("{case}, before the reopen"));
+        drop_within(Some(db), &case);
+        fs.set_descriptors_exhausted(true);
+        let err = Db::open(opts.clone()).expect_err("an open without descriptors");
+        assert_out_of_descriptors(&err, &format!("{case}, open"));
+        fs.set_descriptors_exhausted(false);
+        reopen_with_room(fs, opts, &mut acked, &case);
+    }
+}
