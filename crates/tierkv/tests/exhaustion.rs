@@ -31,6 +31,19 @@ struct Limits {
     full: Vec<&'static str>,
     /// Every open fails with `EMFILE`, as at `RLIMIT_NOFILE`.
     no_descriptors: bool,
+    /// Files (and locks) open now: each holds a descriptor until dropped.
+    open: usize,
+    /// Opens past this many open files fail with `EMFILE`.
+    max_open: Option<usize>,
+}
+
+/// One open file's descriptor, given back when the handle holding it is dropped.
+struct Descriptor(Arc<Mutex<Limits>>);
+
+impl Drop for Descriptor {
+    fn drop(&mut self) {
+        self.0.lock().open -= 1;
+    }
 }
 
 /// A [`FaultFs`] with [`Limits`] on top.
@@ -55,13 +68,6 @@ impl Limits {
         }
         Ok(())
     }
-
-    fn check_open(&self, path: &Path) -> Result<()> {
-        if self.no_descriptors {
-            return Err(os_error("open", path, libc::EMFILE));
-        }
-        Ok(())
-    }
 }
 
 impl ExhaustFs {
@@ -81,41 +87,76 @@ impl ExhaustFs {
         self.limits.lock().no_descriptors = on;
     }
 
-    fn make_room(&self) {
-        *self.limits.lock() = Limits::default();
+    /// At most `open_files` files open at once (`None`: no limit).
+    fn limit_descriptors(&self, open_files: Option<usize>) {
+        self.limits.lock().max_open = open_files;
     }
 
-    fn wrap(&self, path: &Path, inner: Box<dyn WritableFile>) -> Box<dyn WritableFile> {
+    fn open_descriptors(&self) -> usize {
+        self.limits.lock().open
+    }
+
+    /// Lifts the space and descriptor limits.
+    fn make_room(&self) {
+        let mut limits = self.limits.lock();
+        limits.full.clear();
+        limits.no_descriptors = false;
+        limits.max_open = None;
+    }
+
+    /// A descriptor for opening `path`, or `EMFILE` if none is left.
+    fn descriptor(&self, path: &Path) -> Result<Descriptor> {
+        let mut limits = self.limits.lock();
+        if limits.no_descriptors || limits.max_open.is_some_and(|max| limits.open >= max) {
+            return Err(os_error("open", path, libc::EMFILE));
+        }
+        limits.open += 1;
+        Ok(Descriptor(Arc::clone(&self.limits)))
+    }
+
+    fn wrap(
+        &self,
+        path: &Path,
+        fd: Descriptor,
+        inner: Box<dyn WritableFile>,
+    ) -> Box<dyn WritableFile> {
         Box::new(LimitedFile {
             inner,
             path: path.to_path_buf(),
             limits: Arc::clone(&self.limits),
+            _fd: fd,
         })
     }
 }
 
 impl Fs for ExhaustFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.limits.lock().check_open(path)?;
-        Ok(self.wrap(path, self.inner.create(path)?))
+        let fd = self.descriptor(path)?;
+        Ok(self.wrap(path, fd, self.inner.create(path)?))
     }
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.limits.lock().check_open(path)?;
-        Ok(self.wrap(path, self.inner.open_append(path)?))
+        let fd = self.descriptor(path)?;
+        Ok(self.wrap(path, fd, self.inner.open_append(path)?))
     }
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.limits.lock().check_open(path)?;
-        self.inner.open_read(path)
+        let fd = self.descriptor(path)?;
+        Ok(Arc::new(LimitedReader {
+            inner: self.inner.open_read(path)?,
+            _fd: fd,
+        }))
     }
     fn open_read_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.limits.lock().check_open(path)?;
-        self.inner.open_read_direct(path)
+        let fd = self.descriptor(path)?;
+        Ok(Arc::new(LimitedReader {
+            inner: self.inner.open_read_direct(path)?,
+            _fd: fd,
+        }))
     }
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
     }
     fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.limits.lock().check_open(dir)?;
+        let _fd = self.descriptor(dir)?;
         self.inner.list_dir(dir)
     }
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
@@ -128,30 +169,64 @@ impl Fs for ExhaustFs {
         self.inner.rename(from, to)
     }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.limits.lock().check_open(dir)?;
+        let _fd = self.descriptor(dir)?;
         self.inner.sync_dir(dir)
     }
     fn file_size(&self, path: &Path) -> Result<u64> {
         self.inner.file_size(path)
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.limits.lock().check_open(path)?;
-        self.inner.lock(path)
+        let fd = self.descriptor(path)?;
+        Ok(Box::new(LimitedLock {
+            _inner: self.inner.lock(path)?,
+            _fd: fd,
+        }))
     }
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
-        self.limits.lock().check_open(path)?;
+        let fd = self.descriptor(path)?;
         Ok(Arc::new(LimitedPositional {
             inner: self.inner.open_positional(path, len)?,
             limits: Arc::clone(&self.limits),
+            _fd: fd,
         }))
     }
 }
+
+/// A reader holding a descriptor.
+struct LimitedReader {
+    inner: Arc<dyn RandomAccessFile>,
+    _fd: Descriptor,
+}
+
+impl RandomAccessFile for LimitedReader {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn note_read(&self, bytes: u64) {
+        self.inner.note_read(bytes)
+    }
+    fn drop_cache(&self) {
+        self.inner.drop_cache()
+    }
+}
+
+/// A lock holding a descriptor.
+struct LimitedLock {
+    _inner: Box<dyn FileLock>,
+    _fd: Descriptor,
+}
+
+impl FileLock for LimitedLock {}
 
 /// A writable file whose appends and preallocations meet [`Limits::full`].
 struct LimitedFile {
     inner: Box<dyn WritableFile>,
     path: PathBuf,
     limits: Arc<Mutex<Limits>>,
+    _fd: Descriptor,
 }
 
 impl WritableFile for LimitedFile {
@@ -185,6 +260,7 @@ impl WritableFile for LimitedFile {
 struct LimitedPositional {
     inner: Arc<dyn PositionalFile>,
     limits: Arc<Mutex<Limits>>,
+    _fd: Descriptor,
 }
 
 impl PositionalFile for LimitedPositional {
@@ -260,6 +336,12 @@ impl Acked {
 
     /// Every acknowledged write reads back, by key and by a scan.
     fn assert_readable(&self, db: &Db, case: &str) {
+        self.assert_gets(db, case);
+        self.assert_scan(db, case);
+    }
+
+    /// Every acknowledged write reads back by key.
+    fn assert_gets(&self, db: &Db, case: &str) {
         for (k, v) in &self.0 {
             let got = db
                 .get(&ReadOptions::default(), k)
@@ -271,6 +353,10 @@ impl Acked {
                 String::from_utf8_lossy(k)
             );
         }
+    }
+
+    /// A scan sees every acknowledged write.
+    fn assert_scan(&self, db: &Db, case: &str) {
         let mut it = db
             .iter(ReadOptions::default())
             .unwrap_or_else(|e| panic!("{case}: iterator: {e}"));
@@ -532,4 +618,42 @@ fn a_flush_without_descriptors_fails_clearly_and_loses_nothing() {
         fs.set_descriptors_exhausted(false);
         reopen_with_room(fs, opts, &mut acked, &case);
     }
+}
+
+/// A database with more tables than the process has descriptors: point reads open every table
+/// in turn, and the table cache closes the readers it holds idle instead of failing each read
+/// that needs one more. A scan, which holds every table open at once, fails with `EMFILE`
+/// until the limit is lifted.
+#[test]
+fn more_tables_than_descriptors_still_serve_reads() {
+    let case = "more tables than descriptors";
+    let (_fault, fs, opts) = fresh(WalMode::Group, 1);
+    let mut acked = Acked::default();
+    {
+        let db = Db::open(opts.clone()).expect("open");
+        for round in 0..24 {
+            acked.put_all(&db, &format!("table{round:02}"), 20);
+            db.flush().expect("flush");
+        }
+        assert!(db.live_files().len() >= 24, "{case}: one table per flush");
+        drop_within(Some(db), case);
+    }
+    let db = Db::open(opts.clone()).expect("reopen");
+    let spare = 4;
+    fs.limit_descriptors(Some(fs.open_descriptors() + spare));
+    for pass in 0..2 {
+        acked.assert_gets(&db, &format!("{case}, pass {pass}"));
+    }
+    // A scan reads every table at once: it needs a descriptor for each, and says so.
+    let err = db
+        .iter(ReadOptions::default())
+        .err()
+        .expect("a scan over more tables than descriptors");
+    assert_out_of_descriptors(&err, case);
+    fs.limit_descriptors(None);
+    acked.assert_readable(&db, &format!("{case}, no limit"));
+    acked.put_all(&db, "afterwards", 50);
+    db.flush().expect("flush with descriptors to spare");
+    acked.assert_readable(&db, &format!("{case}, after a flush"));
+    drop_within(Some(db), case);
 }

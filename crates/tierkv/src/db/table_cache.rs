@@ -98,8 +98,26 @@ impl TableCache {
     }
 
     fn open_own(&self, file: &FileMeta) -> Result<Arc<Table>> {
-        let (path, reader) = self.reader(file.tier, FileKind::Table, file.number)?;
-        Table::open_on_tier(reader, path, self.block_cache.clone(), file.tier)
+        let open = || {
+            let (path, reader) = self.reader(file.tier, FileKind::Table, file.number)?;
+            Table::open_on_tier(reader, path, self.block_cache.clone(), file.tier)
+        };
+        match open() {
+            // Every open table holds a descriptor: at the process's limit, close the ones no
+            // read is using and try once more, so a database with more tables than
+            // descriptors still serves reads instead of failing until it is reopened.
+            Err(e) if is_out_of_descriptors(&e) && self.close_idle() > 0 => open(),
+            result => result,
+        }
+    }
+
+    /// Closes the readers that nothing but the cache holds; returns how many. They are
+    /// opened again on their next use (their per-table read counts start over).
+    fn close_idle(&self) -> usize {
+        let mut inner = self.inner.lock();
+        let before = inner.open.len();
+        inner.open.retain(|_, table| Arc::strong_count(table) > 1);
+        before - inner.open.len()
     }
 
     fn open_replica(&self, file: &FileMeta) -> Result<Arc<Table>> {
@@ -236,4 +254,14 @@ impl TableCache {
         }
         Some(inner.open.get(&number).map_or(0, |t| t.device_reads()))
     }
+}
+
+/// True if `e` is an open that failed for want of a file descriptor (`EMFILE`: the process's
+/// limit; `ENFILE`: the system's).
+fn is_out_of_descriptors(e: &crate::error::Error) -> bool {
+    matches!(
+        e,
+        crate::error::Error::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+    )
 }
