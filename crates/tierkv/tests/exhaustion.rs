@@ -657,3 +657,79 @@ fn more_tables_than_descriptors_still_serve_reads() {
     acked.assert_readable(&db, &format!("{case}, after a flush"));
     drop_within(Some(db), case);
 }
+
+/// Set in the child process of [`a_real_descriptor_limit_still_serves_point_reads`]: the
+/// database directory it works in.
+const CHILD_DIR: &str = "TIERKV_EXHAUSTION_CHILD_DIR";
+
+/// The same on real files under a real `RLIMIT_NOFILE`: a child process (this test binary
+/// again, running only this test) lowers its soft limit to a few descriptors above what it
+/// has open, reads every key of a 24-table database, then lifts the limit and scans.
+#[test]
+fn a_real_descriptor_limit_still_serves_point_reads() {
+    if let Ok(dir) = std::env::var(CHILD_DIR) {
+        return descriptor_limited_child(Path::new(&dir));
+    }
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "a_real_descriptor_limit_still_serves_point_reads",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR, dir.path())
+        .status()
+        .expect("run the child");
+    assert!(
+        status.success(),
+        "the descriptor-limited child failed: {status}"
+    );
+}
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+fn set_soft_descriptor_limit(soft: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = soft.min(limit.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+}
+
+fn descriptor_limited_child(dir: &Path) {
+    let case = "real RLIMIT_NOFILE";
+    let opts = sized(256 << 10, 16 << 10, 64 << 10)
+        .tiers_in(dir)
+        .levels_on_fast(1)
+        .l0_compaction_trigger(64)
+        .l0_slowdown_trigger(100)
+        .l0_stop_trigger(120)
+        .build()
+        .expect("valid options");
+    let mut acked = Acked::default();
+    {
+        let db = Db::open(opts.clone()).expect("open");
+        for round in 0..24 {
+            acked.put_all(&db, &format!("table{round:02}"), 20);
+            db.flush().expect("flush");
+        }
+        drop_within(Some(db), case);
+    }
+    let db = Db::open(opts).expect("reopen");
+    set_soft_descriptor_limit(open_descriptors() as u64 + 6);
+    for pass in 0..2 {
+        acked.assert_gets(&db, &format!("{case}, pass {pass}"));
+    }
+    set_soft_descriptor_limit(u64::MAX);
+    acked.assert_readable(&db, &format!("{case}, no limit"));
+    drop_within(Some(db), case);
+}
