@@ -48,6 +48,10 @@ pub(crate) fn parse_record(data: &[u8]) -> std::result::Result<Record, &'static 
     }
     let (seq, batch) = WriteBatch::decode(&body[HEADER - 4..])
         .ok_or("append-WAL record payload is not a batch")?;
+    // Replay numbers the batch's writes from `seq` on: a range past the last sequence number
+    // was never written by this engine.
+    seq.checked_add(batch.len() as u64)
+        .ok_or("append-WAL record's sequence numbers overflow")?;
     Ok(Record {
         offset: 0,
         len: record_len(len),
@@ -256,6 +260,26 @@ mod tests {
         let fs = FaultFs::new(1);
         fs.create_dir_all(Path::new(DIR)).unwrap();
         fs
+    }
+
+    #[test]
+    fn a_batch_numbered_past_the_last_sequence_is_damage_not_an_overflow() {
+        let fs = fresh();
+        write_log(&fs, 5, &[(1, 2, 0), (u64::MAX - 1, 2, 0)], &[]);
+        // History: the first record, then the bad one stops it as a gap would.
+        let got = replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap();
+        assert_eq!(got, vec![(1, 2)]);
+        let mut rec = Vec::new();
+        encode_record(&mut rec, 5, 0, &batch_bytes(u64::MAX - 1, 2));
+        assert_eq!(
+            parse_record(&rec).err(),
+            Some("append-WAL record's sequence numbers overflow")
+        );
+        write_log(&fs, 5, &[(u64::MAX - 1, 2, 0)], &[]);
+        assert_eq!(
+            replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap(),
+            vec![]
+        );
     }
 
     #[test]

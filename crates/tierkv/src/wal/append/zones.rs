@@ -282,6 +282,8 @@ fn parse(data: &[u8]) -> Option<(u64, u64, u64, WriteBatch, usize)> {
         return None;
     }
     let (seq, batch) = WriteBatch::decode(&body[HEADER - 4..])?;
+    // A range past the last sequence number was never written: not a record.
+    seq.checked_add(batch.len() as u64)?;
     Some((
         coding::get_u64(&data[8..])?,
         coding::get_u64(&data[16..])?,
@@ -345,6 +347,18 @@ mod tests {
         let mut sink = Sink::default();
         replay(&ctx, &mut sink)?;
         Ok(sink.0)
+    }
+
+    #[test]
+    fn a_batch_numbered_past_the_last_sequence_is_not_a_record() {
+        let mut b = WriteBatch::new();
+        b.put(b"k1", b"v");
+        b.put(b"k2", b"v");
+        let mut rec = Vec::new();
+        encode_record(&mut rec, 5, 0, b.encode_with_seq(u64::MAX - 1));
+        assert!(parse(&rec).is_none());
+        encode_record(&mut rec, 5, 0, b.encode_with_seq(u64::MAX - 2));
+        assert!(parse(&rec).is_some());
     }
 
     #[test]
