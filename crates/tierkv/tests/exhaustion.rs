@@ -671,18 +671,21 @@ fn a_real_descriptor_limit_still_serves_point_reads() {
         return descriptor_limited_child(Path::new(&dir));
     }
     let dir = tempfile::tempdir().expect("temporary directory");
-    let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
+    let child = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
             "a_real_descriptor_limit_still_serves_point_reads",
             "--test-threads=1",
         ])
         .env(CHILD_DIR, dir.path())
-        .status()
+        .output()
         .expect("run the child");
     assert!(
-        status.success(),
-        "the descriptor-limited child failed: {status}"
+        child.status.success(),
+        "the descriptor-limited child failed: {}\n{}{}",
+        child.status,
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
     );
 }
 
