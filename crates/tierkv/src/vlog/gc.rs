@@ -137,7 +137,7 @@ impl ValueLog {
         };
         st.cursor.is_some()
             || st.retired.iter().any(|r| r.after <= oldest_reader)
-            || self.pick_file(&st, false).is_some()
+            || self.pick_file(&st).is_some()
     }
 
     /// Claims the background round; false if one runs.
@@ -167,26 +167,22 @@ impl ValueLog {
         self.pins.oldest(latest)
     }
 
-    /// The file to collect next; with `wait` false, `None` while an append holds the lock.
-    fn pick_file(&self, st: &GcState, wait: bool) -> Option<u64> {
-        // NB: under the append lock, so that a file other than the active one gets no new
-        // append and its in-flight count only falls.
-        let active = if wait {
-            self.active.lock()
-        } else {
-            self.active.try_lock()?
-        };
+    /// The file to collect next.
+    fn pick_file(&self, st: &GcState) -> Option<u64> {
+        // NB: the active number is read before the usage. Appends to a file count in the
+        // usage before a later file becomes active, so a file other than the one read here
+        // gets no new append and its in-flight count only falls.
+        let active = self.active_number.load(Ordering::Acquire);
         let usage = self.files.usage();
-        let active = active.as_ref().map(|a| a.number);
         let excluded = |n: u64| st.kept.contains(&n) || st.retired.iter().any(|r| r.file == n);
-        pick(&usage, active, excluded, self.gc_threshold)
+        pick(&usage, Some(active), excluded, self.gc_threshold)
     }
 
     /// Reads the next records of the file being collected, starting one if none is: at most
     /// `budget` bytes, or one record if it is larger. `None` if no file is due.
     pub(crate) fn next_chunk(&self, st: &mut GcState, budget: u64) -> Result<Option<Chunk>> {
         if st.cursor.is_none() {
-            let Some(file) = self.pick_file(st, true) else {
+            let Some(file) = self.pick_file(st) else {
                 return Ok(None);
             };
             let reader = self.fs.open_read(&self.dir.join(file_name(file)))?;

@@ -149,6 +149,8 @@ pub(crate) struct ValueLog {
     /// are handed to the WAL.
     active: Mutex<Option<Active>>,
     next_number: AtomicU64,
+    /// Number of the file being appended to (0 before the first append), set under `active`.
+    active_number: AtomicU64,
     readers: Mutex<HashMap<u64, Arc<dyn RandomAccessFile>>>,
     /// Bytes, garbage and in-flight appends of every file.
     files: Arc<FileTable>,
@@ -240,6 +242,7 @@ impl ValueLog {
             read_only: opts.read_only,
             active: Mutex::new(None),
             next_number: AtomicU64::new(max + 1),
+            active_number: AtomicU64::new(0),
             readers: Mutex::new(HashMap::new()),
             files,
             gc: Mutex::new(GcState::default()),
@@ -323,6 +326,7 @@ impl ValueLog {
                 file,
                 size: 0,
             });
+            self.active_number.store(number, Ordering::Release);
         }
         let active = guard.as_mut().expect("created above");
         let base = active.size;
