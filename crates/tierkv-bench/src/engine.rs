@@ -482,7 +482,7 @@ mod tierkv_engine {
                 b = b.hot_tier(tierkv::HotTier::Slab);
             }
             if profile.split {
-                b = b.values(tierkv::ValuesMode::Split);
+                b = b.splitkv();
             }
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),

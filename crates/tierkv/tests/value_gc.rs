@@ -96,7 +96,8 @@ fn overwrite_heavy_run_then_gc_keeps_live_values_within_one_and_a_half_times() {
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     let before = db.stats();
-    assert!(before.vlog_file_bytes > 10 * FILE_SIZE, "{before:?}");
+    // NB: background rounds may already have collected some files.
+    assert!(before.vlog_bytes_written > 10 * FILE_SIZE, "{before:?}");
     assert_eq!(db.collect_value_log().unwrap(), 0, "no reader holds a file");
     let st = db.stats();
     check_model(&db, &model, "after gc");
@@ -195,7 +196,7 @@ fn background_gc_races_overwrites_and_deletes() {
     let w = WriteOptions::default();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut step = 0u64;
-    while step < 3000 || (step % 100 != 0 || db.stats().vlog_gc_files_deleted < 3) {
+    while step < 3000 || !step.is_multiple_of(100) || db.stats().vlog_gc_files_deleted < 3 {
         assert!(
             Instant::now() < deadline,
             "no background gc: {:?}",

@@ -141,6 +141,8 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 return Some(Job::Replica(r));
             }
             if state.compactions_running < compaction_slots && value_gc_due(db, &state, &version) {
+                // NB: a round takes a compaction slot, so a worker stays free for flushes.
+                state.compactions_running += 1;
                 return Some(Job::ValueGc);
             }
         }
@@ -196,6 +198,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
             }
             Job::Replica(_) => state.replica_running = false,
             Job::ValueGc => {
+                state.compactions_running -= 1;
                 if let Some(v) = &db.vlog {
                     v.gc_release();
                 }

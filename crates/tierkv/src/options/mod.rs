@@ -7,6 +7,7 @@
 //! them by name ([`OPTION_NAMES`] maps each name to its group and field).
 
 mod groups;
+mod presets;
 mod toml_file;
 
 pub use groups::{
