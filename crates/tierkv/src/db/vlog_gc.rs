@@ -23,7 +23,7 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::Lookup;
 use crate::options::{Durability, ReadOptions};
 use crate::sst::ReadTrace;
-use crate::vlog::{GcState, ScannedRecord, ValueLog};
+use crate::vlog::{Chunk, GcState, ScannedRecord, ValueLog};
 use crate::wal::WriteRequest;
 
 /// Most records one conditional rewrite carries: its check runs in the write path's leader,
@@ -48,6 +48,9 @@ impl DbInner {
         let Some(vlog) = &self.vlog else {
             return Ok(0);
         };
+        if self.opts.read_only {
+            return Err(Error::invalid("the database was opened read-only"));
+        }
         let mut st = vlog.gc_state();
         while self.collect_chunk(vlog, &mut st)? {}
         Ok(vlog.retired_files(&st))
@@ -64,14 +67,11 @@ impl DbInner {
     fn collect_chunk(&self, vlog: &ValueLog, st: &mut GcState) -> Result<bool> {
         let chunk = vlog.next_chunk(st, self.opts.values.gc_round_bytes)?;
         if let Some(chunk) = &chunk {
-            let mut live = Vec::new();
-            for r in &chunk.records {
-                if self.points_at(&r.key, &r.pointer(chunk.file).encode())? {
-                    live.push(r.clone());
-                }
-            }
-            for part in live.chunks(REWRITE_BATCH) {
-                self.rewrite(vlog, chunk.file, part)?;
+            if let Err(e) = self.move_live_records(vlog, chunk) {
+                // NB: the chunk's records may not all have moved: the file starts over when
+                // it is picked again, or a live record would be deleted with it.
+                vlog.restart_file(st);
+                return Err(e);
             }
             if chunk.last {
                 // NB: read after every rewrite returned: all of them are at or below it.
@@ -80,6 +80,20 @@ impl DbInner {
         }
         vlog.delete_retired(st, self.oldest_value_reader(vlog))?;
         Ok(chunk.is_some())
+    }
+
+    /// Rewrites the records of `chunk` whose key still points at them.
+    fn move_live_records(&self, vlog: &ValueLog, chunk: &Chunk) -> Result<()> {
+        let mut live = Vec::new();
+        for r in &chunk.records {
+            if self.points_at(&r.key, &r.pointer(chunk.file).encode())? {
+                live.push(r.clone());
+            }
+        }
+        for part in live.chunks(REWRITE_BATCH) {
+            self.rewrite(vlog, chunk.file, part)?;
+        }
+        Ok(())
     }
 
     /// Moves `records` of `file` to the active value-log file and points their keys at the
@@ -113,7 +127,13 @@ impl DbInner {
             match self.wal.write(self, req) {
                 Ok(()) => return Ok(()),
                 // A user write overwrote or deleted the key since: its copy is garbage.
-                Err(Error::Conflict { key }) => pending.retain(|(k, _, _)| *k != key),
+                Err(Error::Conflict { key }) => {
+                    let before = pending.len();
+                    pending.retain(|(k, _, _)| *k != key);
+                    if pending.len() == before {
+                        return Err(Error::Conflict { key });
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -19,11 +19,15 @@ impl OptionsBuilder {
 
 #[cfg(test)]
 mod tests {
-    use crate::options::{Options, ValuesMode};
+    use crate::options::{Options, OptionsBuilder, TierConfig, ValuesMode};
+
+    fn one_tier() -> OptionsBuilder {
+        Options::builder().tier(TierConfig::new("fast", "/unused/fast"))
+    }
 
     #[test]
     fn splitkv_sets_split_values_and_leaves_the_rest_overridable() {
-        let o = Options::builder()
+        let o = one_tier()
             .splitkv()
             .vlog_gc_round_bytes(1 << 20)
             .build()
@@ -33,7 +37,7 @@ mod tests {
         assert_eq!(o.values.file_size, 64 << 20);
         assert!((o.values.gc_threshold - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(o.values.gc_round_bytes, 1 << 20);
-        let later = Options::builder().splitkv().split_threshold(1000).build();
+        let later = one_tier().splitkv().split_threshold(1000).build();
         assert_eq!(later.unwrap().values.split_threshold, 1000);
     }
 }

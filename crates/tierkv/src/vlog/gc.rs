@@ -239,6 +239,12 @@ impl ValueLog {
         Ok(appended)
     }
 
+    /// Abandons the file being collected after a failed round: picked again, it is read
+    /// from its start (liveness is checked again, so records already moved are garbage).
+    pub(crate) fn restart_file(&self, st: &mut GcState) {
+        st.cursor = None;
+    }
+
     /// Ends the collection of `file`, whose live records were rewritten and published at or
     /// before `after`. A file with a damaged record is kept.
     pub(crate) fn finish_file(&self, st: &mut GcState, file: u64, after: SeqNo) {

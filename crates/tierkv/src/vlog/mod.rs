@@ -12,7 +12,7 @@ mod files;
 mod gc;
 
 pub(crate) use files::InFlight;
-pub(crate) use gc::{GcState, ScannedRecord};
+pub(crate) use gc::{Chunk, GcState, ScannedRecord};
 
 use crate::batch::{BatchOp, WriteBatch};
 use crate::coding::{crc, put_u32, put_varint, Decoder};
