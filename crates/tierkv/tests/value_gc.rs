@@ -2,8 +2,9 @@
 //! collection keeps every live value readable and the value log within 1.5x the live bytes;
 //! a snapshot and an iterator taken before a collection still read their values, and the
 //! collected file goes once they are released; background collection racing overwrites and
-//! deletes; a crash sweep on `FaultFs` across collection rounds: no acknowledged write lost,
-//! no dangling pointer, no resurrected value.
+//! deletes; a crash sweep on `FaultFs` across collection rounds, in every WAL mode: no
+//! acknowledged write lost, no dangling pointer, no resurrected value; split values and
+//! collection in every WAL mode.
 
 mod common;
 
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, Fs};
-use tierkv::{Db, Durability, OptionsBuilder, ReadOptions, ValuesMode, WriteOptions};
+use tierkv::{Db, Durability, OptionsBuilder, ReadOptions, ValuesMode, WalMode, WriteOptions};
 
 const THRESHOLD: u64 = 100;
 /// The smallest value-log file the options take, so a test fills several.
@@ -267,9 +268,17 @@ fn workload(db: &Db, seed: u64, steps: usize) -> (Vec<(Model, Durability)>, usiz
 
 #[test]
 fn crash_sweep_across_gc_rewrites_keeps_acknowledged_writes_and_pointers() {
+    for mode in common::MODES {
+        crash_sweep(mode);
+    }
+}
+
+/// The crash sweep on the WAL `mode`.
+fn crash_sweep(mode: WalMode) {
     const STEPS: usize = 400;
     let opts = |fs: &Arc<FaultFs>| {
         split(tiny())
+            .wal(mode)
             .fs(fs.clone() as Arc<dyn Fs>)
             .fault_tiers()
             .build()
@@ -282,7 +291,10 @@ fn crash_sweep_across_gc_rewrites_keeps_acknowledged_writes_and_pointers() {
         let (_, acked) = workload(&db, 5, STEPS);
         assert_eq!(acked, STEPS);
         let st = db.stats();
-        assert!(st.vlog_gc_files_deleted > 2, "the sweep crosses gc: {st:?}");
+        assert!(
+            st.vlog_gc_files_deleted > 2,
+            "{mode:?}: the sweep crosses gc: {st:?}"
+        );
         drop(db);
         fs.op_count() - start
     };
@@ -290,7 +302,7 @@ fn crash_sweep_across_gc_rewrites_keeps_acknowledged_writes_and_pointers() {
     for i in 0..points {
         let at = 20 + i * total / points;
         for (c, &crash) in CRASHES.iter().enumerate() {
-            let what = format!("crash {crash:?} after {at} calls");
+            let what = format!("{mode:?}: crash {crash:?} after {at} calls");
             let fs = FaultFs::new(at * 4 + c as u64);
             let db = Db::open(opts(&fs)).unwrap_or_else(|e| panic!("{what}: open: {e}"));
             fs.fail_after(at, tierkv::env::FaultKind::Io, false);
@@ -324,4 +336,67 @@ fn crash_sweep_across_gc_rewrites_keeps_acknowledged_writes_and_pointers() {
             drop(db);
         }
     }
+}
+
+/// Split values and their collection in every WAL mode: routing happens before a write
+/// reaches the WAL and a rewrite is a checked write, which every mode runs.
+#[test]
+fn split_values_and_gc_in_every_wal_mode() {
+    common::each_mode("split values", |mode| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || {
+            split(common::small(mode, 64 << 10))
+                .tiers_in(dir.path())
+                .build()
+                .unwrap()
+        };
+        let db = Db::open(opts()).unwrap();
+        let mut model = Model::new();
+        let mut rng = SmallRng::seed_from_u64(11);
+        for step in 0..600u64 {
+            let k = format!("k{:02}", rng.gen_range(0..30)).into_bytes();
+            let w = WriteOptions {
+                durability: [Durability::Buffered, Durability::Sync][step as usize % 2],
+            };
+            match rng.gen_range(0..10) {
+                0 => {
+                    db.delete(&w, &k).unwrap();
+                    model.remove(&k);
+                }
+                1 => {
+                    let v = val(&k, step, 900);
+                    db.submit_put(&w, &k, &v).unwrap().wait().unwrap();
+                    model.insert(k, v);
+                }
+                2 => {
+                    let v = val(&k, step, 700);
+                    let mut txn = db.transaction();
+                    txn.put(&k, &v).unwrap();
+                    txn.commit(&w).unwrap();
+                    model.insert(k, v);
+                }
+                _ => {
+                    let v = val(&k, step, rng.gen_range(20..1200));
+                    db.put(&w, &k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+        }
+        let snap = db.snapshot();
+        let at_snap = model.clone();
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        db.collect_value_log().unwrap();
+        for (k, v) in &at_snap {
+            let got = db.get(&ReadOptions::at(&snap), k).unwrap();
+            assert_eq!(got.as_ref(), Some(v), "{mode:?}: snapshot read of {k:?}");
+        }
+        drop(snap);
+        db.collect_value_log().unwrap();
+        assert!(db.stats().vlog_gc_files_deleted > 0, "{mode:?}");
+        check_model(&db, &model, &format!("{mode:?}"));
+        drop(db);
+        let db = Db::open(opts()).unwrap();
+        check_model(&db, &model, &format!("{mode:?} after reopen"));
+    });
 }

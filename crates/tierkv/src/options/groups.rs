@@ -534,7 +534,7 @@ impl HotTierOptions {
 }
 
 impl ValueOptions {
-    fn validate(&self, wal: WalMode) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         check_range(
             "split_threshold",
             self.split_threshold,
@@ -549,12 +549,6 @@ impl ValueOptions {
             64 << 10,
             1 << 30,
         )?;
-        if self.mode == ValuesMode::Split && wal != WalMode::Group {
-            // NB: the parallel WAL's admission path does not route values yet.
-            return Err(Error::invalid(
-                "values = \"split\" needs wal = \"group\" (the parallel WAL does not route values)",
-            ));
-        }
         Ok(())
     }
 }
@@ -580,5 +574,5 @@ pub(super) fn validate_groups(o: &super::Options) -> Result<()> {
     o.pipeline.validate()?;
     o.hot_tier.validate()?;
     o.placement.validate(o.compaction.num_levels)?;
-    o.values.validate(o.wal.mode)
+    o.values.validate()
 }
