@@ -254,7 +254,6 @@ pub struct Profile {
     pub blob: bool,
 }
 
-
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
 /// `auto_bw_low`, `auto_bw_high`, `auto_space_high`, `auto_space_target`), `fr=` (its
 /// `fast_tier_flush_reserve`, in bytes), `mr=` (its `auto_migration_busy_rate`, bytes/s) and

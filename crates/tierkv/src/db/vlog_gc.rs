@@ -35,7 +35,11 @@ impl DbInner {
     /// A database shutting down or stopped by an earlier failure ends the round quietly.
     pub(super) fn vlog_gc_round(&self, vlog: &ValueLog) -> Result<()> {
         let mut st = vlog.gc_state();
-        match self.collect_chunk(vlog, &mut st) {
+        let result = self.collect_chunk(vlog, &mut st);
+        // NB: a failed unlink leaves the file retired, tried again next round; like obsolete
+        // tables, garbage left on disk must not stop writes.
+        let _ = vlog.delete_retired(&mut st, self.oldest_value_reader(vlog));
+        match result {
             Ok(_) | Err(Error::Closed(_) | Error::Stopped { .. }) => Ok(()),
             Err(e) => Err(e),
         }
@@ -52,7 +56,10 @@ impl DbInner {
             return Err(Error::invalid("the database was opened read-only"));
         }
         let mut st = vlog.gc_state();
-        while self.collect_chunk(vlog, &mut st)? {}
+        while self.collect_chunk(vlog, &mut st)? {
+            vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
+        }
+        vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
         Ok(vlog.retired_files(&st))
     }
 
@@ -62,8 +69,7 @@ impl DbInner {
         self.oldest_snapshot().min(vlog.oldest_pin(latest))
     }
 
-    /// Reads and handles one chunk, then deletes what no reader needs; false if no file was
-    /// due.
+    /// Reads and handles one chunk; false if no file was due.
     fn collect_chunk(&self, vlog: &ValueLog, st: &mut GcState) -> Result<bool> {
         let chunk = vlog.next_chunk(st, self.opts.values.gc_round_bytes)?;
         if let Some(chunk) = &chunk {
@@ -78,7 +84,6 @@ impl DbInner {
                 vlog.finish_file(st, chunk.file, self.versions.last_sequence());
             }
         }
-        vlog.delete_retired(st, self.oldest_value_reader(vlog))?;
         Ok(chunk.is_some())
     }
 

@@ -263,20 +263,21 @@ impl ValueLog {
     }
 
     /// Deletes the collected files no reader can reach any more: every reader (snapshot,
-    /// iterator, point read) reads at `oldest_reader` or later. Returns how many.
+    /// iterator, point read) reads at `oldest_reader` or later. Returns how many; a file
+    /// whose unlink fails stays retired (with the files after it) and the error is returned.
     pub(crate) fn delete_retired(&self, st: &mut GcState, oldest_reader: SeqNo) -> Result<usize> {
         let (due, wait) = st
             .retired
             .iter()
             .partition::<Vec<Retired>, _>(|r| r.after <= oldest_reader);
         st.retired = wait;
-        for r in &due {
+        for (i, r) in due.iter().enumerate() {
             let path = self.dir.join(file_name(r.file));
             match self.fs.remove_file(&path) {
                 Ok(()) => {}
                 Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    st.retired.push(*r);
+                    st.retired.extend_from_slice(&due[i..]);
                     return Err(e);
                 }
             }
