@@ -250,6 +250,8 @@ pub struct Profile {
     pub hot: bool,
     /// SplitKV's value log for large values (`split`; tierkv only).
     pub split: bool,
+    /// RocksDB's integrated BlobDB, its baseline for split values (`blob`; rocksdb only).
+    pub blob: bool,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -310,11 +312,12 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut auto = false;
     let mut tuning = AutoTuning::default();
     let mut bytes_per_sync = None;
-    let (mut hot, mut split) = (false, false);
+    let (mut hot, mut split, mut blob) = (false, false, false);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
             "split" => Some(&mut split),
+            "blob" => Some(&mut blob),
             _ => None,
         } {
             if *flag {
@@ -367,7 +370,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 Some(n) if n <= 7 => n,
                 _ => bail!(
                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
-                     parallel, append, zoned), hot or split (joined with +, e.g. pl+parallel)"
+                     parallel, append, zoned), hot, split or blob (joined with +, e.g. \
+                     pl+parallel)"
                 ),
             },
         };
@@ -387,6 +391,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         bytes_per_sync,
         hot,
         split,
+        blob,
     })
 }
 
@@ -413,6 +418,9 @@ pub fn parse_spec(spec: &str) -> Result<(&str, Profile)> {
 pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     let (name, profile) = parse_spec(spec)?;
     match name {
+        "tierkv" if profile.blob => {
+            bail!("engine {spec:?}: blob files are a rocksdb profile (tierkv's is split)")
+        }
         "tierkv" => Ok(Box::new(tierkv_engine::TierkvEngine::open(cfg, profile)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => {
@@ -428,11 +436,7 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
                      RocksDB always uses its own group commit"
                 );
             }
-            Ok(Box::new(rocks::RocksEngine::open(
-                cfg,
-                profile.levels_on_fast,
-                profile.bytes_per_sync,
-            )?))
+            Ok(Box::new(rocks::RocksEngine::open(cfg, &profile)?))
         }
         #[cfg(not(feature = "rocksdb"))]
         "rocksdb" => bail!(
@@ -482,7 +486,7 @@ mod tierkv_engine {
                 b = b.hot_tier(tierkv::HotTier::Slab);
             }
             if profile.split {
-                b = b.values(tierkv::ValuesMode::Split);
+                b = b.splitkv();
             }
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
@@ -742,11 +746,10 @@ mod rocks {
         /// RocksDB with levels `0..levels_on_fast` on the fast tier (none: PL) and, if given,
         /// its own `bytes_per_sync` (RocksDB's default is 0). The WAL (`wal_dir`) and the
         /// database directory (MANIFEST, OPTIONS) are on the fast tier for every profile.
-        pub fn open(
-            cfg: &EngineConfig,
-            levels_on_fast: usize,
-            bytes_per_sync: Option<u64>,
-        ) -> Result<Self> {
+        /// With `blob`, values of [`BLOB_MIN_SIZE`] or more go to blob files, collected by
+        /// RocksDB's blob garbage collection.
+        pub fn open(cfg: &EngineConfig, profile: &Profile) -> Result<Self> {
+            let (levels_on_fast, bytes_per_sync) = (profile.levels_on_fast, profile.bytes_per_sync);
             let cache = Cache::new_lru_cache(cfg.block_cache_bytes)?;
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
@@ -777,6 +780,9 @@ mod rocks {
             });
             if let Some(bytes) = bytes_per_sync {
                 opts.set_bytes_per_sync(bytes);
+            }
+            if profile.blob {
+                set_blob_options(&mut opts);
             }
             opts.enable_statistics();
             let fast = &cfg.tiers[0].dir;
@@ -850,6 +856,21 @@ mod rocks {
         fn tier_of_level(&self, level: usize) -> usize {
             rocks_paths::tier_of_level(&self.paths, level, self.level_base)
         }
+    }
+
+    /// Values of this many bytes or more go to blob files with the `blob` profile: tierkv's
+    /// `split_threshold` in the `splitkv` preset, so both sides separate the same values.
+    pub const BLOB_MIN_SIZE: u64 = 4 << 10;
+
+    /// BlobDB, integrated: values of [`BLOB_MIN_SIZE`] or more in blob files, written at
+    /// flush and kept out of compaction's rewrites, and blob garbage collection on (live
+    /// blobs of the oldest quarter of the files are moved when compaction meets them, the
+    /// RocksDB default cutoff). RocksDB writes blob files to its first path: the fast tier
+    /// with `ladN` (N >= 1) and the capacity tier with `pl`, which is how a run places them.
+    fn set_blob_options(opts: &mut Options) {
+        opts.set_enable_blob_files(true);
+        opts.set_min_blob_size(BLOB_MIN_SIZE);
+        opts.set_enable_blob_gc(true);
     }
 
     /// The directory of a db_path on `tier`: the fast tier's is `sst/` beside `wal/` and
@@ -978,6 +999,7 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 split: false,
+                blob: false,
             }
         );
         assert_eq!(p("pl").levels_on_fast, 0);
@@ -992,6 +1014,10 @@ mod tests {
         assert!(p("pl+split").split && p("pl+split").levels_on_fast == 0);
         assert!(p("zoned+hot+split").hot);
         assert!(parse_profile("hot+hot").is_err());
+        // RocksDB's BlobDB baseline, placed by the fixed placement.
+        assert!(p("pl+blob").blob && p("pl+blob").levels_on_fast == 0);
+        assert!(!p("lad2").blob);
+        assert!(parse_profile("blob+blob").is_err());
         assert_eq!(p("parallel").levels_on_fast, 2);
         assert_eq!(
             p("pl+parallel"),
@@ -1003,6 +1029,7 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 split: false,
+                blob: false,
             }
         );
         assert_eq!(
@@ -1015,6 +1042,7 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 split: false,
+                blob: false,
             }
         );
         assert!(p("auto").auto);

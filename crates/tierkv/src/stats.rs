@@ -267,6 +267,14 @@ pub struct Stats {
     pub vlog_garbage_items: u64,
     /// Split values: value-log record bytes those pointers named (garbage).
     pub vlog_garbage_bytes: u64,
+    /// Split values: record bytes in value-log files less the garbage counted in them.
+    pub vlog_live_bytes: u64,
+    /// Split values: garbage-collection passes finished (one per value-log file collected).
+    pub vlog_gc_runs: u64,
+    /// Split values: record bytes garbage collection appended again (live values it moved).
+    pub vlog_gc_bytes_rewritten: u64,
+    /// Split values: value-log files garbage collection deleted.
+    pub vlog_gc_files_deleted: u64,
 }
 
 /// The hot store's report ([`Stats::hot_tier`]).
@@ -533,6 +541,14 @@ impl fmt::Display for Stats {
                 human_bytes(self.vlog_bytes_written),
                 self.vlog_reads,
                 human_bytes(self.vlog_garbage_bytes)
+            )?;
+            write!(
+                f,
+                "\nvalue-log gc: {} live, {} passes, {} rewritten, {} files deleted",
+                human_bytes(self.vlog_live_bytes),
+                self.vlog_gc_runs,
+                human_bytes(self.vlog_gc_bytes_rewritten),
+                self.vlog_gc_files_deleted
             )?;
         }
         Ok(())

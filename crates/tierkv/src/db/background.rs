@@ -76,6 +76,8 @@ enum Job {
     Compaction(CompactionTask),
     Migration(placement::migrate::Migration),
     Replica(super::replica::ReplicaJob),
+    /// A round of value-log garbage collection (`db::vlog_gc`).
+    ValueGc,
 }
 
 /// The loop of one background thread.
@@ -86,6 +88,7 @@ pub(super) fn worker(db: &DbInner) {
             Job::Compaction(task) => run_compaction(db, task),
             Job::Migration(m) => super::migrate::run(db, m),
             Job::Replica(r) => super::replica::run(db, r),
+            Job::ValueGc => db.vlog.as_ref().map_or(Ok(()), |v| db.vlog_gc_round(v)),
         };
         finish_job(db, &job, result);
     }
@@ -137,9 +140,28 @@ fn next_job(db: &DbInner) -> Option<Job> {
             if let Some(r) = super::replica::pick(db, &mut state, &version) {
                 return Some(Job::Replica(r));
             }
+            if state.compactions_running < compaction_slots && value_gc_due(db, &state, &version) {
+                // NB: a round takes a compaction slot, so a worker stays free for flushes.
+                state.compactions_running += 1;
+                return Some(Job::ValueGc);
+            }
         }
         db.bg_cv.wait(&mut state);
     }
+}
+
+/// SPLIT VALUES: whether a worker should run a value-log garbage-collection round now (and
+/// claims it): only with a second worker (a round's rewrites may wait for a flush), with no
+/// memtable waiting for a flush and L0 below the slowdown trigger, so collection never adds
+/// to a write stall.
+fn value_gc_due(db: &DbInner, state: &super::State, version: &crate::version::Version) -> bool {
+    let Some(vlog) = &db.vlog else {
+        return false;
+    };
+    let quiet = state.imm.is_empty()
+        && version.levels[0].len() < db.opts.compaction.l0_slowdown_trigger
+        && db.opts.compaction.background_threads >= 2;
+    quiet && vlog.gc_wanted(db.oldest_value_reader(vlog)) && vlog.gc_claim()
 }
 
 /// Foreground priority: while requests flow through the pipeline and L0 is not close to
@@ -175,6 +197,12 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
                 state.busy_files.remove(&m.file.number);
             }
             Job::Replica(_) => state.replica_running = false,
+            Job::ValueGc => {
+                state.compactions_running -= 1;
+                if let Some(v) = &db.vlog {
+                    v.gc_release();
+                }
+            }
         }
     }
     if let Err(e) = result {

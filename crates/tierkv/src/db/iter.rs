@@ -176,6 +176,8 @@ pub struct DbIterator {
     /// Split values: the value log, the current entry's user value, and the first error met
     /// resolving one.
     vlog: Option<Arc<ValueLog>>,
+    /// Keeps value-log files this iterator may read from garbage collection.
+    _value_pin: Option<crate::snapshot::Snapshot>,
     resolved: Vec<u8>,
     split_error: Option<Error>,
 }
@@ -200,14 +202,21 @@ impl DbIterator {
             _version: version,
             _mems: mems,
             vlog: None,
+            _value_pin: None,
             resolved: Vec::new(),
             split_error: None,
         }
     }
 
-    /// Resolves stored values through `vlog` (split values).
-    pub(crate) fn with_value_log(mut self, vlog: Option<Arc<ValueLog>>) -> Self {
+    /// Resolves stored values through `vlog` (split values), holding `pin` (see
+    /// `ValueLog::pin_reads`) while it lives.
+    pub(crate) fn with_value_log(
+        mut self,
+        vlog: Option<Arc<ValueLog>>,
+        pin: Option<crate::snapshot::Snapshot>,
+    ) -> Self {
         self.vlog = vlog;
+        self._value_pin = pin;
         self
     }
 

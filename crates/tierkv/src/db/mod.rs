@@ -25,6 +25,7 @@ mod read;
 mod replica;
 mod table_cache;
 mod txn;
+mod vlog_gc;
 mod write;
 
 pub use iter::{DbIterator, Entries};
@@ -374,6 +375,16 @@ impl Db {
     /// values every value is inline.
     pub fn check_values(&self) -> Result<(u64, u64)> {
         self.inner.check_values()
+    }
+
+    /// Runs value-log garbage collection in the caller's thread until no value-log file has
+    /// `vlog_gc_threshold` of garbage or more (garbage is counted when flushes and compactions
+    /// drop pointers: compact first to count it all), then deletes the collected files that no
+    /// snapshot, iterator or read started before the collection can still read. Returns how
+    /// many collected files are kept for such readers (deleted later, once they are gone).
+    /// Without split values it does nothing.
+    pub fn collect_value_log(&self) -> Result<usize> {
+        self.inner.collect_value_log()
     }
 
     /// The options the database was opened with.

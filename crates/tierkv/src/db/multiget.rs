@@ -54,6 +54,8 @@ impl DbInner {
     pub(super) fn multi_get(&self, opts: &ReadOptions, keys: &[&[u8]]) -> Result<Values> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.gets, keys.len() as u64);
+        // SPLIT VALUES: pinned against value-log collection until the values are resolved.
+        let _pin = self.pin_values();
         let mut out: Values;
         let mut searching = Vec::new();
         // NB: the view lives until the rounds end: its version keeps their tables' files.

@@ -57,6 +57,12 @@ pub(super) enum Task {
     },
     /// Work the WAL deferred (a write whose admission would wait, a group to lead).
     Wal(Deferred),
+    /// An asynchronous write with split values: routed and written by the worker.
+    SplitWrite {
+        durability: Durability,
+        batch: WriteBatch,
+        done: Completer<()>,
+    },
 }
 
 /// The pipeline's shared state. One per database.
@@ -176,8 +182,18 @@ impl DbInner {
         durability: Durability,
         batch: WriteBatch,
     ) -> Result<Handle<()>> {
-        // SPLIT VALUES: routed (value log appended and synced) before the WAL sees it.
-        let batch = self.route_values(batch)?;
+        if self.vlog.is_some() {
+            // SPLIT VALUES: a worker routes the batch (value log appended and synced) and
+            // writes it, holding the append's in-flight guard until the write returned.
+            self.reserve_request()?;
+            let (handle, done) = self.async_channel();
+            self.pipeline.push_task(Task::SplitWrite {
+                durability,
+                batch,
+                done,
+            });
+            return Ok(handle);
+        }
         self.reserve_request()?;
         let (handle, done) = self.async_channel();
         self.wal
@@ -191,6 +207,7 @@ impl DbInner {
         opts: &ReadOptions,
         key: &[u8],
     ) -> Result<Handle<Option<Vec<u8>>>> {
+        let _pin = self.pin_values();
         let view = self.read_view(opts);
         if let Some(value) = self.memtable_lookup(&view, key) {
             let value = match value {
@@ -340,6 +357,11 @@ fn run_task(db: &DbInner, task: Task) {
         } => done.complete(db.scan(opts, &start, limit)),
         Task::Commit { commit, done } => done.complete(db.commit(commit)),
         Task::Wal(job) => job(db),
+        Task::SplitWrite {
+            durability,
+            batch,
+            done,
+        } => done.complete(db.write(durability, batch)),
     }
 }
 

@@ -50,7 +50,8 @@ impl DbInner {
     }
 
     pub(super) fn get(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
-        // SPLIT VALUES: the stored value is resolved (`user_value`).
+        // SPLIT VALUES: the stored value is resolved (`user_value`), pinned against collection.
+        let _pin = self.pin_values();
         match self.get_stored(opts, user_key)? {
             Some(v) => self.user_value(user_key, v).map(Some),
             None => Ok(None),
@@ -175,8 +176,12 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, opts: ReadOptions) -> Result<DbIterator> {
-        // SPLIT VALUES: the iterator resolves stored values through the value log.
-        Ok(self.iter_stored(opts)?.with_value_log(self.vlog.clone()))
+        // SPLIT VALUES: the iterator resolves stored values through the value log, pinned
+        // against collection while it lives.
+        let pin = self.pin_values();
+        Ok(self
+            .iter_stored(opts)?
+            .with_value_log(self.vlog.clone(), pin))
     }
 
     /// An iterator over the values as the LSM stores them (tagged, with split values).

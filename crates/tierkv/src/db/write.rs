@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 impl DbInner {
     /// Commits `batch` through the WAL; returns once it is visible (durable with `Sync`).
     pub(super) fn write(&self, durability: Durability, batch: WriteBatch) -> Result<()> {
-        let batch = self.route_values(batch)?;
+        let (batch, _in_flight) = self.route_values(batch)?;
         self.wal.write(self, WriteRequest::batch(durability, batch))
     }
 
@@ -35,7 +35,7 @@ impl DbInner {
         batch: WriteBatch,
         check: Check<'_>,
     ) -> Result<()> {
-        let batch = self.route_values(batch)?;
+        let (batch, _in_flight) = self.route_values(batch)?;
         let req = WriteRequest {
             durability,
             batch: Some(batch),
@@ -47,12 +47,24 @@ impl DbInner {
 
     /// SPLIT VALUES: with a value log, the batch's large values are appended to it (durable on
     /// return, so before any WAL sync covering their pointers) and the batch the WAL logs holds
-    /// tagged values (`crate::vlog`). Without one the batch is unchanged.
-    pub(super) fn route_values(&self, batch: WriteBatch) -> Result<WriteBatch> {
+    /// tagged values (`crate::vlog`). Without one the batch is unchanged. Hold the guard until
+    /// the write returned: garbage collection leaves the appended records' file alone till then.
+    pub(super) fn route_values(
+        &self,
+        batch: WriteBatch,
+    ) -> Result<(WriteBatch, crate::vlog::InFlight)> {
         match &self.vlog {
             Some(vlog) => vlog.route(batch),
-            None => Ok(batch),
+            None => Ok((batch, crate::vlog::InFlight::none())),
         }
+    }
+
+    /// SPLIT VALUES: registers a reader that may follow value-log pointers, before it picks
+    /// its read sequence, so that garbage collection keeps the files it may read (`None`
+    /// without a value log). Hold it while the read resolves values.
+    pub(super) fn pin_values(&self) -> Option<crate::snapshot::Snapshot> {
+        let vlog = self.vlog.as_ref()?;
+        Some(vlog.pin_reads(|| self.versions.last_sequence()))
     }
 
     /// The user value of a value as the LSM stores it (see `route_values`).
@@ -65,6 +77,7 @@ impl DbInner {
 
     /// See [`crate::Db::check_values`].
     pub(super) fn check_values(&self) -> Result<(u64, u64)> {
+        let _pin = self.pin_values();
         let mut it = self.iter_stored(crate::options::ReadOptions::default())?;
         it.seek_to_first();
         let (mut n, mut separated) = (0, 0);

@@ -499,6 +499,18 @@ pub struct ValueOptions {
     /// Range 1..=`MAX_VALUE_LEN`.
     #[serde(deserialize_with = "de_size")]
     pub split_threshold: u64,
+    /// Split mode: a value-log file is closed and the next one started once it passes this
+    /// size. Default 256 MiB. Range 64 KiB..=16 GiB.
+    #[serde(deserialize_with = "de_size")]
+    pub file_size: u64,
+    /// Split mode: garbage collection takes a value-log file once at least this share of it
+    /// is garbage (counted at flushes and compactions). Default 0.5. Range 0.0..=1.0.
+    pub gc_threshold: f64,
+    /// Split mode: most value-log bytes one garbage-collection round reads, so a round gives
+    /// the background workers back to flushes and compactions soon. Default 4 MiB. Range
+    /// 64 KiB..=1 GiB.
+    #[serde(deserialize_with = "de_size")]
+    pub gc_round_bytes: u64,
 }
 
 impl Default for ValueOptions {
@@ -506,6 +518,9 @@ impl Default for ValueOptions {
         ValueOptions {
             mode: ValuesMode::Inline,
             split_threshold: 4 << 10,
+            file_size: 256 << 20,
+            gc_threshold: 0.5,
+            gc_round_bytes: 4 << 20,
         }
     }
 }
@@ -519,19 +534,21 @@ impl HotTierOptions {
 }
 
 impl ValueOptions {
-    fn validate(&self, wal: WalMode) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         check_range(
             "split_threshold",
             self.split_threshold,
             1,
             super::MAX_VALUE_LEN as u64,
         )?;
-        if self.mode == ValuesMode::Split && wal != WalMode::Group {
-            // NB: the parallel WAL's admission path does not route values yet.
-            return Err(Error::invalid(
-                "values = \"split\" needs wal = \"group\" (the parallel WAL does not route values)",
-            ));
-        }
+        check_range("vlog_file_size", self.file_size, 64 << 10, 16 << 30)?;
+        check_range("vlog_gc_threshold", self.gc_threshold, 0.0, 1.0)?;
+        check_range(
+            "vlog_gc_round_bytes",
+            self.gc_round_bytes,
+            64 << 10,
+            1 << 30,
+        )?;
         Ok(())
     }
 }
@@ -557,5 +574,5 @@ pub(super) fn validate_groups(o: &super::Options) -> Result<()> {
     o.pipeline.validate()?;
     o.hot_tier.validate()?;
     o.placement.validate(o.compaction.num_levels)?;
-    o.values.validate(o.wal.mode)
+    o.values.validate()
 }

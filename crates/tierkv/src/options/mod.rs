@@ -7,6 +7,7 @@
 //! them by name ([`OPTION_NAMES`] maps each name to its group and field).
 
 mod groups;
+mod presets;
 mod toml_file;
 
 pub use groups::{
@@ -468,6 +469,9 @@ options_by_name! {
     wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
     values: ValuesMode => @ values.mode;
     split_threshold: u64 => @ values.split_threshold;
+    vlog_file_size: u64 => @ values.file_size;
+    vlog_gc_threshold: f64 => @ values.gc_threshold;
+    vlog_gc_round_bytes: u64 => @ values.gc_round_bytes;
 }
 
 /// Builds [`Options`]; `build` validates.

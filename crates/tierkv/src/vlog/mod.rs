@@ -8,16 +8,24 @@
 //! are stored untagged, as before; the `VALUES` marker file on tier 0 records that a database
 //! holds tagged values, so it is never opened the other way.
 
+mod files;
+mod gc;
+
+pub(crate) use files::InFlight;
+pub(crate) use gc::{Chunk, GcState, ScannedRecord};
+
 use crate::batch::{BatchOp, WriteBatch};
 use crate::coding::{crc, put_u32, put_varint, Decoder};
 use crate::env::{Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::{Options, ValuesMode};
+use crate::snapshot::SnapshotList;
 use crate::tier::{TierId, Tiers, WriteKind};
+use files::FileTable;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// First byte of a tagged LSM value holding the value itself.
@@ -28,8 +36,6 @@ pub(crate) const TAG_POINTER: u8 = 1;
 pub(crate) const RECORD_HEADER: usize = 12;
 /// Name of the marker file on tier 0 of a database whose LSM values are tagged.
 pub(crate) const MARKER: &str = "VALUES";
-/// A value-log file is closed and a new one started past this size.
-const FILE_LIMIT: u64 = 256 << 20;
 
 /// Where a separated value lives: one record of one value-log file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,13 +142,27 @@ pub(crate) struct ValueLog {
     tier: TierId,
     dir: PathBuf,
     threshold: usize,
+    /// A file is closed and a new one started past this size (`vlog_file_size`).
+    file_limit: u64,
+    /// Garbage share at which a file is collected (`vlog_gc_threshold`).
+    gc_threshold: f64,
     read_only: bool,
     /// The file being appended to, created on the first separated value. The lock also
     /// orders appends with their sync, so a batch's records are durable before its pointers
     /// are handed to the WAL.
     active: Mutex<Option<Active>>,
     next_number: AtomicU64,
+    /// Number of the file being appended to (0 before the first append), set under `active`.
+    active_number: AtomicU64,
     readers: Mutex<HashMap<u64, Arc<dyn RandomAccessFile>>>,
+    /// Bytes, garbage and in-flight appends of every file.
+    files: Arc<FileTable>,
+    /// Garbage collection's progress (`gc`).
+    gc: Mutex<GcState>,
+    /// A background collection round is running.
+    gc_running: AtomicBool,
+    /// Readers without a snapshot that may follow pointers: a collected file waits for them.
+    pins: Arc<SnapshotList>,
     /// Counters reported by `Db::stats`.
     pub(crate) counters: VlogCounters,
 }
@@ -166,6 +186,12 @@ pub(crate) struct VlogCounters {
     pub garbage_items: AtomicU64,
     /// Record bytes those pointers named: value-log space no version reads any more.
     pub garbage_bytes: AtomicU64,
+    /// Garbage-collection passes finished (one per file collected).
+    pub gc_runs: AtomicU64,
+    /// Record bytes garbage collection appended again (live values it moved).
+    pub gc_bytes_rewritten: AtomicU64,
+    /// Value-log files garbage collection deleted.
+    pub gc_files_deleted: AtomicU64,
 }
 
 impl ValueLog {
@@ -201,9 +227,11 @@ impl ValueLog {
         };
         let dir = tiers.get(tier).dir.clone();
         let mut max = 0;
+        let files = Arc::new(FileTable::default());
         for name in fs.list_dir(&dir)? {
             if let Some(n) = parse_file_name(&name) {
                 max = max.max(n);
+                files.add_existing(n, fs.file_size(&dir.join(&name))?);
             }
         }
         Ok(Some(ValueLog {
@@ -212,18 +240,26 @@ impl ValueLog {
             tier,
             dir,
             threshold: opts.values.split_threshold as usize,
+            file_limit: opts.values.file_size,
+            gc_threshold: opts.values.gc_threshold,
             read_only: opts.read_only,
             active: Mutex::new(None),
             next_number: AtomicU64::new(max + 1),
+            active_number: AtomicU64::new(0),
             readers: Mutex::new(HashMap::new()),
+            files,
+            gc: Mutex::new(GcState::default()),
+            gc_running: AtomicBool::new(false),
+            pins: Arc::new(SnapshotList::default()),
             counters: VlogCounters::default(),
         }))
     }
 
     /// Rewrites `batch` for the LSM: values at or above the threshold are appended to the
     /// value log (one append and one sync for the batch) and replaced by pointers, the others
-    /// tagged inline. Returns once the appended records are durable.
-    pub(crate) fn route(&self, batch: WriteBatch) -> Result<WriteBatch> {
+    /// tagged inline. Returns once the appended records are durable, with a guard to hold
+    /// until the write carrying the pointers returned (see [`InFlight`]).
+    pub(crate) fn route(&self, batch: WriteBatch) -> Result<(WriteBatch, InFlight)> {
         if self.read_only {
             return Err(Error::invalid("the database was opened read-only"));
         }
@@ -239,41 +275,11 @@ impl ValueLog {
                 }
             }
         }
-        let mut placed = Vec::with_capacity(large.len());
-        if !large.is_empty() {
-            let mut guard = self.active.lock();
-            if guard.as_ref().is_none_or(|a| a.size >= FILE_LIMIT) {
-                let number = self.next_number.fetch_add(1, Ordering::Relaxed);
-                let path = self.dir.join(file_name(number));
-                let file = self.fs.create(&path)?;
-                // The new file's name is durable before any pointer into it.
-                self.fs.sync_dir(&self.dir)?;
-                if let Some(old) = guard.take() {
-                    old.file.close()?;
-                }
-                *guard = Some(Active {
-                    number,
-                    file,
-                    size: 0,
-                });
-            }
-            let active = guard.as_mut().expect("created above");
-            let base = active.size;
-            active.file.append(&records)?;
-            active.file.sync()?;
-            active.size += records.len() as u64;
-            self.tiers
-                .count_write(self.tier, WriteKind::Flush, records.len() as u64);
-            c.file_bytes
-                .fetch_add(records.len() as u64, Ordering::Relaxed);
-            for (at, len) in large {
-                placed.push(ValuePointer {
-                    file: active.number,
-                    offset: base + at,
-                    len: len as u32,
-                });
-            }
-        }
+        let (placed, in_flight) = if large.is_empty() {
+            (Vec::new(), InFlight::none())
+        } else {
+            self.append_records(&records, &large)?
+        };
         let mut out = WriteBatch::new();
         let mut placed = placed.into_iter();
         let mut tagged = Vec::new();
@@ -297,7 +303,56 @@ impl ValueLog {
                 }
             }
         }
-        Ok(out)
+        Ok((out, in_flight))
+    }
+
+    /// Appends encoded `records` (whose `(offset, length)` in it are `spans`) to the active
+    /// file with one append and one sync, starting a new file when the active one is full.
+    /// Returns a pointer per span and the in-flight guard of the append.
+    fn append_records(
+        &self,
+        records: &[u8],
+        spans: &[(u64, u64)],
+    ) -> Result<(Vec<ValuePointer>, InFlight)> {
+        let mut guard = self.active.lock();
+        if guard.as_ref().is_none_or(|a| a.size >= self.file_limit) {
+            let number = self.next_number.fetch_add(1, Ordering::Relaxed);
+            let path = self.dir.join(file_name(number));
+            let file = self.fs.create(&path)?;
+            // The new file's name is durable before any pointer into it.
+            self.fs.sync_dir(&self.dir)?;
+            if let Some(old) = guard.take() {
+                old.file.close()?;
+            }
+            *guard = Some(Active {
+                number,
+                file,
+                size: 0,
+            });
+            self.active_number.store(number, Ordering::Release);
+        }
+        let active = guard.as_mut().expect("created above");
+        let base = active.size;
+        // NB: counted in flight before the append, so a failed append's bytes are counted
+        // too (the file's size says they may be there).
+        let in_flight = self.files.appended(active.number, records.len() as u64);
+        active.file.append(records)?;
+        active.file.sync()?;
+        active.size += records.len() as u64;
+        self.tiers
+            .count_write(self.tier, WriteKind::Flush, records.len() as u64);
+        self.counters
+            .file_bytes
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        let placed = spans
+            .iter()
+            .map(|&(at, len)| ValuePointer {
+                file: active.number,
+                offset: base + at,
+                len: len as u32,
+            })
+            .collect();
+        Ok((placed, in_flight))
     }
 
     /// A reader of value-log file `number`, cached unless `reopen`.
@@ -364,6 +419,7 @@ impl ValueLog {
             let c = &self.counters;
             c.garbage_items.fetch_add(1, Ordering::Relaxed);
             c.garbage_bytes.fetch_add(p.len as u64, Ordering::Relaxed);
+            self.files.add_garbage(p.file, p.len as u64);
         }
     }
 
@@ -371,6 +427,7 @@ impl ValueLog {
     pub(crate) fn stats(&self) -> crate::stats::Stats {
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (bytes, garbage) = self.files.totals();
         let mut file_bytes = 0;
         for name in self.fs.list_dir(&self.dir).unwrap_or_default() {
             if parse_file_name(&name).is_some() {
@@ -387,6 +444,10 @@ impl ValueLog {
             vlog_file_bytes: file_bytes,
             vlog_garbage_items: load(&c.garbage_items),
             vlog_garbage_bytes: load(&c.garbage_bytes),
+            vlog_live_bytes: bytes - garbage,
+            vlog_gc_runs: load(&c.gc_runs),
+            vlog_gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
+            vlog_gc_files_deleted: load(&c.gc_files_deleted),
             ..Default::default()
         }
     }

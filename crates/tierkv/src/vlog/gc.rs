@@ -1,0 +1,351 @@
+//! Garbage collection of the value log, the value log's side: which file to collect, reading
+//! its records a bounded chunk at a time, and when a collected file may be deleted. The
+//! engine's side (which records are live, rewriting them under a pointer compare) is
+//! `db::vlog_gc`. Rules: `docs/value-log.md`, "Garbage collection".
+
+use super::files::{FileUsage, InFlight};
+use super::{decode_record, encode_record, file_name, ValueLog, ValuePointer, RECORD_HEADER};
+use crate::coding::Decoder;
+use crate::env::RandomAccessFile;
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::snapshot::Snapshot;
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Where collection stands; one per value log, held by the running round.
+#[derive(Default)]
+pub(crate) struct GcState {
+    /// The file being collected and how far its records were read.
+    cursor: Option<Cursor>,
+    /// Collected files waiting for the readers that may still follow their pointers.
+    retired: Vec<Retired>,
+    /// Files with a damaged record: kept for good, since records past the damage cannot be
+    /// told from it and a live one among them would be lost with the file.
+    kept: BTreeSet<u64>,
+}
+
+struct Cursor {
+    file: u64,
+    reader: Arc<dyn RandomAccessFile>,
+    offset: u64,
+    size: u64,
+    damaged: bool,
+}
+
+/// A collected file and the sequence its rewrites were published at: a reader at or after
+/// it sees no pointer into the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Retired {
+    file: u64,
+    after: SeqNo,
+}
+
+/// One record read back from a file being collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScannedRecord {
+    pub offset: u64,
+    pub len: u32,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+impl ScannedRecord {
+    /// The pointer an LSM entry holds if it names this record of `file`.
+    pub fn pointer(&self, file: u64) -> ValuePointer {
+        ValuePointer {
+            file,
+            offset: self.offset,
+            len: self.len,
+        }
+    }
+}
+
+/// The records one round read from the file being collected.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    pub file: u64,
+    pub records: Vec<ScannedRecord>,
+    /// The file's last records: once they are rewritten the file is done.
+    pub last: bool,
+}
+
+/// Picks the file to collect: the one with the largest share of garbage at or above
+/// `threshold`, among files no append can still reach (not `active`, nothing in flight)
+/// and not `excluded`.
+pub(crate) fn pick(
+    usage: &[(u64, FileUsage)],
+    active: Option<u64>,
+    excluded: impl Fn(u64) -> bool,
+    threshold: f64,
+) -> Option<u64> {
+    usage
+        .iter()
+        .filter(|(n, u)| Some(*n) != active && u.in_flight == 0 && !excluded(*n))
+        .filter(|(_, u)| u.bytes > 0 && u.garbage_ratio() >= threshold)
+        .max_by(|a, b| a.1.garbage_ratio().total_cmp(&b.1.garbage_ratio()))
+        .map(|(n, _)| *n)
+}
+
+/// Records parsed from `buf`, the bytes of a file from offset `base`.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    pub records: Vec<ScannedRecord>,
+    /// Bytes of whole records (good or damaged) from the start of `buf`.
+    pub consumed: usize,
+    /// A whole record failed its checksum.
+    pub damaged: bool,
+}
+
+/// Parses the whole records at the start of `buf`; stops at a record that does not fit.
+pub(crate) fn parse_records(buf: &[u8], base: u64) -> Parsed {
+    let mut parsed = Parsed::default();
+    while let Some(len) = record_len(&buf[parsed.consumed..]) {
+        let rest = &buf[parsed.consumed..];
+        if len > rest.len() as u64 {
+            break;
+        }
+        let rec = &rest[..len as usize];
+        match decode_record(rec) {
+            Ok((key, value)) => parsed.records.push(ScannedRecord {
+                offset: base + parsed.consumed as u64,
+                len: len as u32,
+                key: key.to_vec(),
+                value: value.to_vec(),
+            }),
+            Err(_) => parsed.damaged = true,
+        }
+        parsed.consumed += len as usize;
+    }
+    parsed
+}
+
+/// Length of the record whose header starts `buf`, if the header is there.
+fn record_len(buf: &[u8]) -> Option<u64> {
+    let mut d = Decoder::new(buf.get(..RECORD_HEADER)?);
+    let (_, klen, vlen) = (d.u32()?, d.u32()?, d.u32()?);
+    Some(RECORD_HEADER as u64 + klen as u64 + vlen as u64)
+}
+
+impl ValueLog {
+    /// True if a round has work: a file being collected, one due, or a collected file that
+    /// no reader at or after `oldest_reader` needs.
+    pub(crate) fn gc_wanted(&self, oldest_reader: SeqNo) -> bool {
+        let Some(st) = self.gc.try_lock() else {
+            return false;
+        };
+        st.cursor.is_some()
+            || st.retired.iter().any(|r| r.after <= oldest_reader)
+            || self.pick_file(&st).is_some()
+    }
+
+    /// Claims the background round; false if one runs.
+    pub(crate) fn gc_claim(&self) -> bool {
+        !self.gc_running.swap(true, Ordering::AcqRel)
+    }
+
+    /// Ends the background round claimed by [`ValueLog::gc_claim`].
+    pub(crate) fn gc_release(&self) {
+        self.gc_running.store(false, Ordering::Release);
+    }
+
+    /// The collector's state; held for a whole round, so rounds never overlap.
+    pub(crate) fn gc_state(&self) -> parking_lot::MutexGuard<'_, GcState> {
+        self.gc.lock()
+    }
+
+    /// Registers a reader that may follow pointers read at `latest()` or later, taken before
+    /// the reader picks its sequence: a file stays while a reader older than its collection
+    /// is registered.
+    pub(crate) fn pin_reads(&self, latest: impl FnOnce() -> SeqNo) -> Snapshot {
+        self.pins.acquire(latest)
+    }
+
+    /// The oldest registered reader's sequence, or `latest()` if none.
+    pub(crate) fn oldest_pin(&self, latest: impl FnOnce() -> SeqNo) -> SeqNo {
+        self.pins.oldest(latest)
+    }
+
+    /// The file to collect next.
+    fn pick_file(&self, st: &GcState) -> Option<u64> {
+        // NB: the active number is read before the usage. Appends to a file count in the
+        // usage before a later file becomes active, so a file other than the one read here
+        // gets no new append and its in-flight count only falls.
+        let active = self.active_number.load(Ordering::Acquire);
+        let usage = self.files.usage();
+        let excluded = |n: u64| st.kept.contains(&n) || st.retired.iter().any(|r| r.file == n);
+        pick(&usage, Some(active), excluded, self.gc_threshold)
+    }
+
+    /// Reads the next records of the file being collected, starting one if none is: at most
+    /// `budget` bytes, or one record if it is larger. `None` if no file is due.
+    pub(crate) fn next_chunk(&self, st: &mut GcState, budget: u64) -> Result<Option<Chunk>> {
+        if st.cursor.is_none() {
+            let Some(file) = self.pick_file(st) else {
+                return Ok(None);
+            };
+            let reader = self.fs.open_read(&self.dir.join(file_name(file)))?;
+            st.cursor = Some(Cursor {
+                file,
+                size: reader.size(),
+                reader,
+                offset: 0,
+                damaged: false,
+            });
+        }
+        let cur = st.cursor.as_mut().expect("set above");
+        let left = cur.size - cur.offset;
+        let mut buf = vec![0; budget.max(RECORD_HEADER as u64).min(left) as usize];
+        cur.reader.read_exact_at(cur.offset, &mut buf)?;
+        let mut parsed = parse_records(&buf, cur.offset);
+        if parsed.consumed == 0 {
+            // One record larger than the budget: read it whole, if the file holds it.
+            if let Some(len) = record_len(&buf).filter(|&len| len <= left) {
+                buf.resize(len as usize, 0);
+                cur.reader.read_exact_at(cur.offset, &mut buf)?;
+                parsed = parse_records(&buf, cur.offset);
+            }
+        }
+        cur.offset += parsed.consumed as u64;
+        cur.damaged |= parsed.damaged;
+        // NB: bytes that never form a whole record are a torn tail: a crash during an append
+        // whose records were never synced, so no pointer names them.
+        let last = parsed.consumed == 0 || cur.offset >= cur.size;
+        Ok(Some(Chunk {
+            file: cur.file,
+            records: parsed.records,
+            last,
+        }))
+    }
+
+    /// Appends `records` again (to the active file, synced) for the collector; the pointers
+    /// follow their order.
+    pub(crate) fn append_rewrites(
+        &self,
+        records: &[ScannedRecord],
+    ) -> Result<(Vec<ValuePointer>, InFlight)> {
+        let mut bytes = Vec::new();
+        let mut spans = Vec::with_capacity(records.len());
+        for r in records {
+            let at = bytes.len() as u64;
+            encode_record(&mut bytes, &r.key, &r.value);
+            spans.push((at, bytes.len() as u64 - at));
+        }
+        let appended = self.append_records(&bytes, &spans)?;
+        self.counters
+            .gc_bytes_rewritten
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(appended)
+    }
+
+    /// Abandons the file being collected after a failed round: picked again, it is read
+    /// from its start (liveness is checked again, so records already moved are garbage).
+    pub(crate) fn restart_file(&self, st: &mut GcState) {
+        st.cursor = None;
+    }
+
+    /// Ends the collection of `file`, whose live records were rewritten and published at or
+    /// before `after`. A file with a damaged record is kept.
+    pub(crate) fn finish_file(&self, st: &mut GcState, file: u64, after: SeqNo) {
+        let damaged = st
+            .cursor
+            .take()
+            .filter(|c| c.file == file)
+            .is_some_and(|c| c.damaged);
+        self.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
+        if damaged {
+            st.kept.insert(file);
+            return;
+        }
+        self.files.mark_collected(file);
+        st.retired.push(Retired { file, after });
+    }
+
+    /// Deletes the collected files no reader can reach any more: every reader (snapshot,
+    /// iterator, point read) reads at `oldest_reader` or later. Returns how many; a file
+    /// whose unlink fails stays retired (with the files after it) and the error is returned.
+    pub(crate) fn delete_retired(&self, st: &mut GcState, oldest_reader: SeqNo) -> Result<usize> {
+        let (due, wait) = st
+            .retired
+            .iter()
+            .partition::<Vec<Retired>, _>(|r| r.after <= oldest_reader);
+        st.retired = wait;
+        for (i, r) in due.iter().enumerate() {
+            let path = self.dir.join(file_name(r.file));
+            match self.fs.remove_file(&path) {
+                Ok(()) => {}
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    st.retired.extend_from_slice(&due[i..]);
+                    return Err(e);
+                }
+            }
+            self.readers.lock().remove(&r.file);
+            self.files.remove(r.file);
+            self.counters
+                .gc_files_deleted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(due.len())
+    }
+
+    /// Collected files waiting for older readers to finish.
+    pub(crate) fn retired_files(&self, st: &GcState) -> usize {
+        st.retired.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(bytes: u64, garbage: u64, in_flight: usize) -> FileUsage {
+        FileUsage {
+            bytes,
+            garbage,
+            in_flight,
+        }
+    }
+
+    #[test]
+    fn pick_takes_the_most_garbage_above_the_threshold() {
+        let files = [
+            (1, usage(100, 60, 0)),
+            (2, usage(100, 90, 0)),
+            (3, usage(100, 95, 1)),
+            (4, usage(100, 99, 0)),
+            (5, usage(100, 40, 0)),
+        ];
+        assert_eq!(pick(&files, Some(4), |_| false, 0.5), Some(2));
+        assert_eq!(pick(&files, Some(4), |n| n == 2, 0.5), Some(1));
+        assert_eq!(pick(&files, None, |_| false, 0.5), Some(4));
+        assert_eq!(pick(&files, Some(4), |_| false, 0.95), None);
+        assert_eq!(pick(&[(7, usage(0, 0, 0))], None, |_| false, 0.0), None);
+    }
+
+    #[test]
+    fn parse_stops_at_a_torn_tail_and_flags_damage() {
+        let mut buf = Vec::new();
+        encode_record(&mut buf, b"a", b"one");
+        let second = buf.len();
+        encode_record(&mut buf, b"b", b"two");
+        let third = buf.len();
+        encode_record(&mut buf, b"c", b"three");
+        let parsed = parse_records(&buf[..buf.len() - 2], 1000);
+        assert_eq!(parsed.consumed, third);
+        assert!(!parsed.damaged);
+        assert_eq!(parsed.records.len(), 2);
+        assert_eq!(parsed.records[1].offset, 1000 + second as u64);
+        assert_eq!(parsed.records[1].len as usize, third - second);
+        assert_eq!(parsed.records[1].key, b"b");
+        assert_eq!(parsed.records[1].value, b"two");
+        let mut bad = buf.clone();
+        bad[second + RECORD_HEADER] ^= 1;
+        let parsed = parse_records(&bad, 0);
+        assert!(parsed.damaged);
+        assert_eq!(parsed.consumed, buf.len());
+        assert_eq!(parsed.records.len(), 2);
+        assert_eq!(parse_records(&buf[..5], 0).consumed, 0);
+    }
+}
