@@ -142,3 +142,65 @@ fn a_file_that_is_not_a_zoned_device_is_refused() {
     let err = refused(zoned(&fs, false)).to_string();
     assert!(err.contains("is not a tierkv zoned device"), "{err}");
 }
+
+/// WALTZ's claim, through the database: with 1 MiB zones and 8 writers, the zone manager
+/// keeps reserved zones ready ahead of the writers, so no append waits for a zone to be
+/// allocated, while the log goes round a device small enough that its zones must be
+/// finished, released and reset many times over.
+#[test]
+fn with_1_mib_zones_and_8_writers_no_append_waits_for_a_zone() {
+    const WRITERS: u32 = 8;
+    const PER_WRITER: u32 = 160;
+    let fs = FaultFs::new(1);
+    let opts = small(WalMode::Zoned, 512 << 10)
+        .fault_tiers()
+        .fs(fs.clone())
+        .wal_zone_size(1 << 20)
+        .wal_zones(8)
+        .build()
+        .unwrap();
+    let db = Db::open(opts).unwrap();
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..PER_WRITER {
+                    let opts = if i % 16 == 15 {
+                        WriteOptions::sync()
+                    } else {
+                        WriteOptions::default()
+                    };
+                    db.put(&opts, &key(w * PER_WRITER + i), &[w as u8; 4096])
+                        .unwrap();
+                }
+            });
+        }
+    });
+    // The manager finishes the last replaced zones in the background.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let zoned = loop {
+        let z = db.stats().zoned_wal.expect("wal = zoned reports its zones");
+        if z.zones_finished >= z.zone_replacements || std::time::Instant::now() > deadline {
+            break z;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let written = u64::from(WRITERS * PER_WRITER) * 4096;
+    assert!(
+        zoned.zone_replacements >= written / (1 << 20) - 1,
+        "{written} bytes of records went through only {} zones: {zoned:?}",
+        zoned.zone_replacements + 1
+    );
+    assert!(
+        zoned.zone_replacements > 8,
+        "the log went round the device's 8 zones: {zoned:?}"
+    );
+    assert_eq!(zoned.reserved_waits, 0, "an append waited for a zone: {zoned:?}");
+    assert_eq!(zoned.zones_finished, zoned.zone_replacements, "{zoned:?}");
+    assert_eq!(zoned.dummy_appends, zoned.zones_finished, "{zoned:?}");
+    assert!(db.stats().to_string().contains("0 reserved-zone waits"));
+    for i in (0..WRITERS * PER_WRITER).step_by(37) {
+        let got = db.get(&ReadOptions::default(), &key(i)).unwrap();
+        assert_eq!(got.map(|v| v.len()), Some(4096), "key {i}");
+    }
+}

@@ -38,6 +38,22 @@ pub(crate) struct ZoneLogStats {
     pub full_retries: AtomicU64,
     /// Active-zone replacements.
     pub replacements: AtomicU64,
+    /// One-LBA appends made to learn where a replaced zone's data ends.
+    pub dummy_appends: AtomicU64,
+}
+
+impl ZoneLogStats {
+    /// The counters as the database reports them.
+    pub fn report(&self) -> crate::stats::ZonedWalStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::stats::ZonedWalStats {
+            zones_finished: get(&self.zones_finished),
+            zone_replacements: get(&self.replacements),
+            reserved_waits: get(&self.reserved_waits),
+            full_retries: get(&self.full_retries),
+            dummy_appends: get(&self.dummy_appends),
+        }
+    }
 }
 
 /// Zone bookkeeping shared by writers (on replacement only) and the manager.
@@ -114,7 +130,6 @@ impl ZoneLog {
     }
 
     /// The zone manager's counters.
-    #[cfg(test)]
     pub fn stats(&self) -> &ZoneLogStats {
         &self.stats
     }
@@ -274,6 +289,7 @@ impl ZoneLog {
         let dummy = crate::env::AlignedBuf::zeroed(g.lba as usize);
         // NB: writers may still land appends behind the dummy; they are read back by the
         // recovery scan, which reads each zone to its write pointer, not to this end.
+        self.stats.dummy_appends.fetch_add(1, Ordering::Relaxed);
         let end = match self.dev.append(zone, dummy.as_slice(), false) {
             Ok(offset) => offset,
             Err(ZoneError::ZoneFull { .. }) => g.zone_capacity,

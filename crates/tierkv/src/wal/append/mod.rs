@@ -485,6 +485,10 @@ impl Wal for AppendWal {
         Ok(())
     }
 
+    fn zone_stats(&self) -> Option<crate::stats::ZonedWalStats> {
+        self.zones.as_ref().map(ZoneWal::stats)
+    }
+
     fn io_path(&self) -> &'static str {
         if self.zones.is_some() {
             "zoned"

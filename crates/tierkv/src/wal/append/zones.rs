@@ -146,6 +146,11 @@ impl ZoneWal {
         });
     }
 
+    /// The zone manager's work so far.
+    pub fn stats(&self) -> crate::stats::ZonedWalStats {
+        self.log.stats().report()
+    }
+
     /// Starts the zone manager.
     pub fn spawn(&self) -> JoinHandle<()> {
         self.log.spawn_manager()
