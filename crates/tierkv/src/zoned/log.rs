@@ -11,9 +11,17 @@
 //! that taking one is no I/O, learns each replaced zone's end with a **dummy append** (the
 //! offset a one-LBA append lands at, instead of a zone report) and finishes it.
 //!
+//! Each append carries a *tag* (the WAL's log number); the log keeps the highest tag of each
+//! zone. Once the owner says every tag below a watermark is obsolete (`release_below`), a
+//! finished zone whose tags are all below it is released, and so is a zone the manager
+//! finishes later: a zone goes back to the reserve as soon as it is both finished and
+//! obsolete, not at the owner's next release.
+//!
 //! INVARIANT: a writer never allocates, finishes or resets a zone; it only waits for a
 //! reserved zone when the manager fell behind, and each such wait is counted
 //! (`reserved_waits`).
+//! INVARIANT: a zone's tag is raised *before* the append that may land in it, so a zone whose
+//! tag is below the watermark holds no record of a live log, even while appends are in flight.
 
 use super::{ZoneError, ZoneId, ZonedDevice};
 use crate::error::{Error, Result};
@@ -84,6 +92,10 @@ pub(crate) struct ZoneLog {
     work: Condvar,
     /// Wakes writers waiting for a reserved zone or a replacement.
     ready: Condvar,
+    /// The highest tag appended (or about to be) to each zone.
+    tags: Vec<AtomicU64>,
+    /// Tags below this are obsolete.
+    watermark: AtomicU64,
     stats: ZoneLogStats,
 }
 
@@ -110,6 +122,9 @@ impl ZoneLog {
         let active = reserved.pop_front().expect("checked above");
         let capacity = dev.geometry().zone_capacity;
         let threshold = (capacity as f64 * threshold_pct / 100.0) as u64;
+        let tags = (0..dev.geometry().zones)
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(Arc::new(ZoneLog {
             dev,
             path,
@@ -125,6 +140,8 @@ impl ZoneLog {
             }),
             work: Condvar::new(),
             ready: Condvar::new(),
+            tags,
+            watermark: AtomicU64::new(0),
             stats: ZoneLogStats::default(),
         }))
     }
@@ -145,11 +162,15 @@ impl ZoneLog {
         self.pool.lock().extents.clone()
     }
 
-    /// Appends `data` to the active zone; returns the zone and offset it landed at.
-    pub fn append(&self, data: &[u8], fua: bool) -> Result<(ZoneId, u64)> {
+    /// Appends `data`, tagged `tag`, to the active zone; returns the zone and offset it
+    /// landed at.
+    pub fn append(&self, data: &[u8], fua: bool, tag: u64) -> Result<(ZoneId, u64)> {
         let capacity = self.dev.geometry().zone_capacity;
         loop {
             let zone = self.active();
+            // NB: raised even when the append then finds the zone full: that only keeps the
+            // zone a little longer.
+            self.tags[zone as usize].fetch_max(tag, Ordering::AcqRel);
             match self.dev.append(zone, data, fua) {
                 Ok(offset) => {
                     let left = capacity - offset - data.len() as u64;
@@ -215,15 +236,22 @@ impl ZoneLog {
         self.ready.notify_all();
     }
 
-    /// Hands back every finished zone `obsolete` says holds nothing live: the manager resets
-    /// them for reuse.
-    pub fn release_finished(&self, obsolete: impl Fn(ZoneId) -> bool) {
+    /// Makes every tag below `watermark` obsolete: the finished zones holding only such
+    /// tags, now or once the manager finishes them, go back to be reset for reuse.
+    pub fn release_below(&self, watermark: u64) {
+        self.watermark.fetch_max(watermark, Ordering::AcqRel);
         let mut pool = self.pool.lock();
-        let (gone, kept): (Vec<_>, Vec<_>) = pool.extents.iter().partition(|&&(z, _)| obsolete(z));
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            pool.extents.iter().partition(|&&(z, _)| self.obsolete(z));
         pool.extents = kept;
         pool.released.extend(gone.into_iter().map(|(z, _)| z));
         drop(pool);
         self.work.notify_one();
+    }
+
+    /// True when every tag of `zone` is below the watermark.
+    fn obsolete(&self, zone: ZoneId) -> bool {
+        self.tags[zone as usize].load(Ordering::Acquire) < self.watermark.load(Ordering::Acquire)
     }
 
     /// Hands finished zone `zone` back: the manager resets it for reuse.
@@ -262,14 +290,19 @@ impl ZoneLog {
                 drop(pool);
                 let end = self.finish(zone);
                 pool = self.pool.lock();
-                if let Some(end) = end {
-                    pool.extents.push((zone, end));
+                match end {
+                    Some(_) if self.obsolete(zone) => pool.released.push_back(zone),
+                    Some(end) => pool.extents.push((zone, end)),
+                    None => {}
                 }
                 continue;
             }
             if let Some(zone) = pool.released.pop_front() {
                 drop(pool);
                 let reset = self.dev.reset(zone).is_ok();
+                if reset {
+                    self.tags[zone as usize].store(0, Ordering::Release);
+                }
                 pool = self.pool.lock();
                 pool.extents.retain(|&(z, _)| z != zone);
                 if reset {
@@ -355,7 +388,7 @@ mod tests {
                         rec.as_mut_slice()[..8]
                             .copy_from_slice(&((w * PER_WRITER + i + 1) as u64).to_le_bytes());
                         landed.push((
-                            zl.append(rec.as_slice(), false).unwrap(),
+                            zl.append(rec.as_slice(), false, 0).unwrap(),
                             w * PER_WRITER + i + 1,
                         ));
                         // A WAL writer also applies its batch to the memtable between appends.
@@ -417,7 +450,7 @@ mod tests {
         let rec = AlignedBuf::zeroed(4096);
         let mut zones = Vec::new();
         for _ in 0..(16 * 8) {
-            let (zone, _) = zl.append(rec.as_slice(), false).unwrap();
+            let (zone, _) = zl.append(rec.as_slice(), false, 0).unwrap();
             if zones.last() != Some(&zone) {
                 if let Some(&prev) = zones.last() {
                     // Wait for the manager to finish the zone, then give it back.
@@ -447,5 +480,37 @@ mod tests {
             s.zones_finished.load(Ordering::Relaxed),
             s.replacements.load(Ordering::Relaxed)
         );
+    }
+
+    /// A zone the owner made obsolete before the manager finished it goes back to the reserve
+    /// once finished, without waiting for the owner's next release; a zone holding a live tag
+    /// stays.
+    #[test]
+    fn a_zone_obsolete_before_it_is_finished_is_reset_once_finished() {
+        let dev = device(64 << 10, 4);
+        let zl = log(&dev, 4);
+        let rec = AlignedBuf::zeroed(4096);
+        let first = zl.active();
+        while zl.active() == first {
+            zl.append(rec.as_slice(), false, 1).unwrap();
+        }
+        let second = zl.active();
+        zl.append(rec.as_slice(), false, 2).unwrap();
+        // Log 1 is obsolete, log 2 is live; nothing is finished yet.
+        zl.release_below(2);
+        assert_eq!(dev.zone(first).unwrap().state, ZoneState::Full);
+        let manager = zl.spawn_manager();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while dev.zone(first).unwrap().state != ZoneState::Empty
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        zl.stop();
+        manager.join().unwrap();
+        assert_eq!(dev.zone(first).unwrap().state, ZoneState::Empty);
+        assert_ne!(dev.zone(second).unwrap().state, ZoneState::Empty);
+        assert_eq!(zl.stats().dummy_appends.load(Ordering::Relaxed), 1);
+        assert!(zl.extents().is_empty(), "{:?}", zl.extents());
     }
 }

@@ -10,7 +10,8 @@
 //! oldest live log's marker up to the first gap.
 //!
 //! INVARIANT: a zone is reset only once every log it holds a record of is below the MANIFEST's
-//! log number (`zone_max`), and only after the manager finished it.
+//! log number (each append is tagged with its log number), and only after the manager
+//! finished it.
 
 use super::{encode_record, record_len, HEADER};
 use crate::batch::WriteBatch;
@@ -26,7 +27,6 @@ use crate::zoned::log::ZoneLog;
 use crate::zoned::{Geometry, ZoneState, ZonedDevice};
 use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -40,8 +40,6 @@ pub(crate) struct ZoneWal {
     dev: Arc<EmulatedZoned>,
     log: Arc<ZoneLog>,
     path: PathBuf,
-    /// The highest log number with a record in each zone.
-    zone_max: Vec<AtomicU64>,
     /// Padded record bytes one memtable's log may take before the memtable switches, so
     /// that the logs of the memtables not yet flushed never pin every zone.
     log_budget: u64,
@@ -79,7 +77,6 @@ impl ZoneWal {
         let log = ZoneLog::new(device, path.clone(), usable, REPLACE_PCT)?;
         Ok(ZoneWal {
             log_budget,
-            zone_max: (0..g.zones).map(|_| AtomicU64::new(0)).collect(),
             dev,
             log,
             path,
@@ -124,8 +121,7 @@ impl ZoneWal {
 
     /// Appends a padded record of log `log_number`.
     pub fn append(&self, log_number: u64, record: &AlignedBuf, fua: bool) -> Result<()> {
-        let (zone, _) = self.log.append(record.as_slice(), fua)?;
-        self.zone_max[zone as usize].fetch_max(log_number, Ordering::AcqRel);
+        self.log.append(record.as_slice(), fua, log_number)?;
         Ok(())
     }
 
@@ -136,14 +132,7 @@ impl ZoneWal {
 
     /// Gives the finished zones holding only logs below `log_number` back for reuse.
     pub fn release_below(&self, log_number: u64) {
-        self.log.release_finished(|z| {
-            let max = &self.zone_max[z as usize];
-            let obsolete = max.load(Ordering::Acquire) < log_number;
-            if obsolete {
-                max.store(0, Ordering::Release);
-            }
-            obsolete
-        });
+        self.log.release_below(log_number);
     }
 
     /// The zone manager's work so far.
