@@ -64,6 +64,8 @@ pub struct WalCounters {
     pub writes: u64,
     /// Extra `fdatasync` calls made to cover unsynced writes before a synced one.
     pub cover_syncs: u64,
+    /// The zone manager's work (`wal = "zoned"`).
+    pub zoned: Option<tierkv::ZonedWalStats>,
 }
 
 impl WalCounters {
@@ -602,6 +604,7 @@ mod tierkv_engine {
             pages: s.wal_pages,
             writes: s.writes,
             cover_syncs: s.wal_cover_syncs,
+            zoned: s.zoned_wal.clone(),
         }
     }
 

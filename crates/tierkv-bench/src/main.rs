@@ -4,6 +4,7 @@
 //! `--compare` prints ratios against the first engine. See BENCHMARKS.md.
 
 mod engine;
+mod mixgraph;
 mod report;
 // NB: compiled (and unit-tested) without the `rocksdb` feature too, so that the path choice
 // stays checked where librocksdb is not installed.
@@ -60,7 +61,10 @@ struct Args {
     /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
     #[arg(long = "device", value_name = "NAME=DEV")]
     devices: Vec<String>,
-    /// fillseq fillrandom overwrite readrandom readseq scanrandom ycsb-a..ycsb-f multiphase.
+    /// fillseq fillrandom overwrite readrandom readseq scanrandom ycsb-a..ycsb-f multiphase,
+    /// writeN (N% updates, the rest reads: write100, write70, write30) or mixgraph (RocksDB's
+    /// MixGraph; its own key, value-size and seek-length distributions replace --distribution,
+    /// --value-size and --scan-length).
     #[arg(long, default_value = "fillrandom")]
     workload: String,
     /// Records loaded before the run (and the key space of random fills).
@@ -253,7 +257,10 @@ impl Args {
             duration: self.duration.map(Duration::from_secs_f64),
             threads: self.threads,
             key_size: self.key_size,
-            values: self.value_size.parse::<ValueSizes>()?,
+            values: match workload {
+                Workload::MixGraph => ValueSizes::mixgraph(),
+                _ => self.value_size.parse::<ValueSizes>()?,
+            },
             distribution: Distribution::parse(&self.distribution, self.zipf_theta)?,
             seed: self.seed,
             scan_length: self.scan_length,
