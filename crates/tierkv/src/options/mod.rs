@@ -466,6 +466,9 @@ options_by_name! {
     wal_zone_size: u64 => @ wal.zone_size;
     wal_zones: u32 => @ wal.zones;
     wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
+    wal_zoned_leader: bool => @ wal.zoned_leader;
+    wal_zoned_append: bool => @ wal.zoned_append;
+    wal_reserved_zones: u32 => @ wal.reserved_zones;
     values: ValuesMode => @ values.mode;
     split_threshold: u64 => @ values.split_threshold;
 }

@@ -16,6 +16,7 @@
 //! durable before the record was written: recovery's evidence that a hole below it is
 //! corruption, not a lost unsynced tail.
 
+mod leader;
 mod recover;
 pub(crate) mod zones;
 

@@ -13,6 +13,7 @@
 //! log number (each append is tagged with its log number), and only after the manager
 //! finished it.
 
+use super::leader::Leader;
 use super::{encode_record, record_len, HEADER};
 use crate::batch::WriteBatch;
 use crate::coding;
@@ -44,6 +45,10 @@ pub(crate) struct ZoneWal {
     /// that the logs of the memtables not yet flushed never pin every zone.
     log_budget: u64,
     manager: Mutex<Option<JoinHandle<()>>>,
+    /// Records go through a group-commit leader (the ablation's `wal.zoned_leader`).
+    leader: Option<Leader>,
+    /// Records are zone-appended; false: written at the write pointer (by the leader).
+    by_append: bool,
 }
 
 impl ZoneWal {
@@ -74,8 +79,11 @@ impl ZoneWal {
         let logs = opts.memtable.max_immutable_memtables as u64 + 2;
         let log_budget = (spare * g.zone_capacity / logs).max(g.append_limit);
         let device: Arc<dyn ZonedDevice> = dev.clone();
-        let log = ZoneLog::new(device, path.clone(), usable, REPLACE_PCT)?;
+        let reserve = opts.wal.reserved_zones as usize;
+        let log = ZoneLog::new(device, path.clone(), usable, REPLACE_PCT, reserve)?;
         Ok(ZoneWal {
+            leader: opts.wal.zoned_leader.then(Leader::default),
+            by_append: opts.wal.zoned_append,
             log_budget,
             dev,
             log,
@@ -119,9 +127,24 @@ impl ZoneWal {
         self.dev.geometry().append_limit as usize - HEADER
     }
 
-    /// Appends a padded record of log `log_number`.
+    /// Writes a padded record of log `log_number`: appends it, or, with a leader, queues it
+    /// for the leader's next group.
     pub fn append(&self, log_number: u64, record: &AlignedBuf, fua: bool) -> Result<()> {
-        self.log.append(record.as_slice(), fua, log_number)?;
+        let Some(leader) = &self.leader else {
+            return self.write_group(record.as_slice(), fua, log_number);
+        };
+        let limit = self.dev.geometry().append_limit as usize;
+        let write = |bytes: &[u8], fua: bool, tag: u64| self.write_group(bytes, fua, tag);
+        leader.write(log_number, record.as_slice(), fua, limit, &write)
+    }
+
+    /// Writes `bytes` (whole padded records) by zone append or at the write pointer.
+    fn write_group(&self, bytes: &[u8], fua: bool, tag: u64) -> Result<()> {
+        if self.by_append {
+            self.log.append(bytes, fua, tag)?;
+        } else {
+            self.log.write_at_pointer(bytes, fua, tag)?;
+        }
         Ok(())
     }
 
