@@ -32,7 +32,8 @@ use workload::{Distribution, ValueSizes, Workload};
 struct Args {
     /// Engine: tierkv[:PROFILE] or rocksdb[:PROFILE] (rocksdb needs --features rocksdb). A
     /// profile joins with `+` a placement (pl, lad0..lad7; default lad2) and, for tierkv, a WAL
-    /// mode (group, the default, parallel, append or zoned): tierkv:parallel, tierkv:pl+zoned,
+    /// mode (group, the default, parallel, append or zoned, or a step of WALTZ's ablation:
+    /// zenfs-like, reserved-zones, leader-append): tierkv:parallel, tierkv:pl+zoned,
     /// rocksdb:lad1.
     /// tierkv's `auto` starts from the placement named (tierkv:auto+lad1) and takes thresholds
     /// (auto+bwl=0.3+rep=0); `bps=N` sets either engine's bytes_per_sync (rocksdb:lad2+bps=0).
@@ -147,6 +148,13 @@ struct Args {
     /// tierkv parallel WAL: write pages with pwritev2 instead of io_uring.
     #[arg(long)]
     no_wal_io_uring: bool,
+    /// tierkv zoned WAL: zone size of the emulated zoned device, with an optional K/M/G suffix
+    /// (engine default 16M).
+    #[arg(long)]
+    zone_size: Option<String>,
+    /// tierkv zoned WAL: zones of the emulated zoned device (engine default 16).
+    #[arg(long)]
+    zones: Option<u32>,
     /// tierkv: threads serving asynchronous reads and deferred writes (engine default 2).
     #[arg(long)]
     pipeline_workers: Option<usize>,
@@ -330,6 +338,8 @@ impl Args {
                     .as_deref()
                     .map(parse_size)
                     .transpose()?,
+                wal_zone_size: self.zone_size.as_deref().map(parse_size).transpose()?,
+                wal_zones: self.zones,
             },
         })
     }
