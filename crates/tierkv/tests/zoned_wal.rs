@@ -271,13 +271,23 @@ impl ZonedCrash {
     }
 }
 
-fn sweep_options(fs: &Arc<FaultFs>, protected: bool) -> Options {
+/// The zoned WAL's (leader, append, reserved zones): WALTZ's, or an ablation step's.
+type ZonedConfig = (bool, bool, u32);
+
+/// WALTZ: no leader, zone append, two reserved zones.
+const WALTZ: ZonedConfig = (false, true, 2);
+
+fn sweep_options(fs: &Arc<FaultFs>, protected: bool, config: ZonedConfig) -> Options {
+    let (leader, append, reserved) = config;
     small(WalMode::Zoned, 64 << 10)
         .fault_tiers()
         .fs(fs.clone())
         .wal_zone_size(256 << 10)
         .wal_zones(8)
         .wal_zone_power_loss_protection(protected)
+        .wal_zoned_leader(leader)
+        .wal_zoned_append(append)
+        .wal_reserved_zones(reserved)
         .build()
         .unwrap()
 }
@@ -428,11 +438,11 @@ fn recovered_prefix(db: &Db, w: usize) -> Result<(u64, Vec<u64>), String> {
 }
 
 /// One case of the sweep; an error names what broke.
-fn zoned_sweep_case(seed: u64) -> Result<String, String> {
+fn zoned_sweep_case(seed: u64, config: ZonedConfig) -> Result<String, String> {
     let crash = ZonedCrash::of_seed(seed);
     let twice = seed / 3 % 2 == 1;
     let fs = FaultFs::new(seed);
-    let opts = sweep_options(&fs, crash.protected());
+    let opts = sweep_options(&fs, crash.protected(), config);
     let must_keep = sweep_load(&fs, &opts, crash, seed);
     let mut second = "";
     if twice {
@@ -473,31 +483,38 @@ fn zoned_sweep_case(seed: u64) -> Result<String, String> {
     ))
 }
 
+/// Runs the sweep's cases for `seeds` on the WAL `config`; returns the failures and how
+/// many cases crashed a second time inside a recovery.
+fn zoned_sweep(seeds: std::ops::Range<u64>, config: ZonedConfig) -> (Failures, u32) {
+    let mut failures = Failures::default();
+    let mut interrupted = 0;
+    for seed in seeds {
+        let outcome = std::panic::catch_unwind(|| zoned_sweep_case(seed, config))
+            .unwrap_or_else(|p| Err(format!("panicked: {p:?}")));
+        match outcome {
+            Ok(report) => {
+                interrupted += u32::from(report.contains("during recovery"));
+                if seed < 6 {
+                    println!("{config:?} seed {seed}: {report}");
+                }
+            }
+            Err(e) => failures.add(format!(
+                "{config:?} seed {seed} ({:?}): {e}",
+                ZonedCrash::of_seed(seed)
+            )),
+        }
+    }
+    (failures, interrupted)
+}
+
 /// WALTZ's recovery over the zoned crash model, seed after seed: power loss with and without
 /// power-loss protection, process crash, each alone and followed by a second crash in the
 /// middle of recovery.
 #[test]
 fn zoned_crash_sweep_keeps_durable_writes_a_prefix_and_whole_batches() {
     let seeds = env_u64("TIERKV_ZONED_SWEEP_SEEDS", 1000);
-    let mut failures = Failures::default();
     let started = std::time::Instant::now();
-    let mut interrupted = 0;
-    for seed in 0..seeds {
-        let outcome = std::panic::catch_unwind(|| zoned_sweep_case(seed))
-            .unwrap_or_else(|p| Err(format!("panicked: {p:?}")));
-        match outcome {
-            Ok(report) => {
-                interrupted += u32::from(report.contains("during recovery"));
-                if seed < 6 {
-                    println!("seed {seed}: {report}");
-                }
-            }
-            Err(e) => failures.add(format!(
-                "seed {seed} ({:?}): {e}",
-                ZonedCrash::of_seed(seed)
-            )),
-        }
-    }
+    let (failures, interrupted) = zoned_sweep(0..seeds, WALTZ);
     println!(
         "{seeds} seeds ({interrupted} with a crash during recovery) in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -507,6 +524,16 @@ fn zoned_crash_sweep_keeps_durable_writes_a_prefix_and_whole_batches() {
         "no second crash landed inside a recovery"
     );
     failures.assert_none("zoned crash sweep");
+}
+
+/// The ablation steps write through the same recovery: a shorter sweep over each.
+#[test]
+fn zoned_crash_sweep_holds_for_every_ablation_step() {
+    let seeds = env_u64("TIERKV_ZONED_SWEEP_SEEDS", 1000) / 10;
+    for (name, leader, append, reserved) in ABLATION {
+        let (failures, _) = zoned_sweep(0..seeds, (leader, append, reserved));
+        failures.assert_none(name);
+    }
 }
 
 /// The ablation of WALTZ's Fig. 14 as configurations of the zoned WAL: (leader, append,
