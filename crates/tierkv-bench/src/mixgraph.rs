@@ -121,7 +121,7 @@ mod tests {
         // Median: 14.236 * (2^2.517 - 1) / 2.517 = 26.7 keys.
         let m = median(lens.clone());
         assert!((24..=30).contains(&m), "median {m}");
-        assert!(lens.iter().any(|&l| l == MAX_SEEK_LENGTH));
+        assert!(lens.contains(&MAX_SEEK_LENGTH));
     }
 
     #[test]
