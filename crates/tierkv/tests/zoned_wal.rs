@@ -220,8 +220,9 @@ fn with_1_mib_zones_and_8_writers_no_append_waits_for_a_zone() {
 //
 // Per seed: writers on small zones (so zones are replaced, finished and reset, and memtables
 // switch, within a case) each commit a numbered run of batches, `w{w}/c{n}` plus `w{w}/latest`
-// and `w{w}/m` both set to `n`, one in four `Sync`; each batch's value names, for every writer,
-// how many of its writes had been acknowledged when it was submitted. At a seed-chosen point
+// and `w{w}/m` both set to `n`, one in four `Sync`, one in sixteen split over two zone
+// appends; each batch's value names, for every writer, how many of its writes had been
+// acknowledged when it was submitted. At a seed-chosen point
 // the machine goes down one of three ways, and in half the seeds goes down a second time in the
 // middle of the recovery that follows. The recovered state must keep every write the crash
 // kind promises (those acknowledged with `Sync` after a power loss; every acknowledged one with
@@ -282,7 +283,9 @@ fn sweep_options(fs: &Arc<FaultFs>, protected: bool, config: ZonedConfig) -> Opt
     small(WalMode::Zoned, 64 << 10)
         .fault_tiers()
         .fs(fs.clone())
-        .wal_zone_size(256 << 10)
+        // Batches up to about 384 KiB: one log's share of the device.
+        .wal_group_bytes(1 << 20)
+        .wal_zone_size(512 << 10)
         .wal_zones(8)
         .wal_zone_power_loss_protection(protected)
         .wal_zoned_leader(leader)
@@ -321,8 +324,14 @@ fn sweep_writer(db: &Db, acks: &Acks, w: usize, seed: u64) {
             .iter()
             .map(|a| a.load(Ordering::Acquire).to_string())
             .collect();
-        // Values from a few bytes to over one LBA, so records take one or two LBAs.
-        let pad = "p".repeat(rng.gen_range(0..6000));
+        // Values from a few bytes to over one LBA, so records take one or two LBAs; one batch
+        // in sixteen larger than one zone append, split over two.
+        let len = if rng.gen_ratio(1, 16) {
+            rng.gen_range(130_000..240_000)
+        } else {
+            rng.gen_range(0..6000)
+        };
+        let pad = "p".repeat(len);
         let mut batch = WriteBatch::new();
         batch.put(counter_key(w, n), format!("{};{pad}", seen.join(",")));
         batch.put(sweep_key(w, "latest"), n.to_string());
@@ -333,7 +342,12 @@ fn sweep_writer(db: &Db, acks: &Acks, w: usize, seed: u64) {
         } else {
             WriteOptions::default()
         };
-        if db.write(&opts, batch).is_err() {
+        if let Err(e) = db.write(&opts, batch) {
+            // Only the crash's freeze may fail a write.
+            assert!(
+                acks.frozen.load(Ordering::Acquire),
+                "write {n} of writer {w}: {e}"
+            );
             return;
         }
         if sync {
@@ -369,9 +383,10 @@ fn sweep_load(fs: &Arc<FaultFs>, opts: &Options, crash: ZonedCrash, seed: u64) -
         while acked() < target && !writers.iter().all(|t| t.is_finished()) {
             std::thread::yield_now();
         }
-        // Freeze first: what is acknowledged now was handed to the device before the crash.
-        fs.fail_after(0, FaultKind::Io, false);
+        // Writers stop, then the file system freezes: what is acknowledged once it is frozen
+        // was handed to the device before the crash, and a write failing is the freeze's doing.
         acks.frozen.store(true, Ordering::Release);
+        fs.fail_after(0, FaultKind::Io, false);
         let promised = match crash {
             ZonedCrash::Power(_) => &acks.synced,
             ZonedCrash::ProtectedPower | ZonedCrash::Process => &acks.all,
