@@ -64,6 +64,8 @@ pub struct WalCounters {
     pub writes: u64,
     /// Extra `fdatasync` calls made to cover unsynced writes before a synced one.
     pub cover_syncs: u64,
+    /// The zone manager's work (`wal = "zoned"`).
+    pub zoned: Option<tierkv::ZonedWalStats>,
 }
 
 impl WalCounters {
@@ -152,6 +154,10 @@ pub struct TierkvExtra {
     pub fast_tier_bandwidth: Option<u64>,
     /// `fast_tier_flush_reserve` (bytes; unset: the engine's default).
     pub fast_tier_flush_reserve: Option<u64>,
+    /// `wal_zone_size`: the emulated zoned device's zone size (bytes).
+    pub wal_zone_size: Option<u64>,
+    /// `wal_zones`: the emulated zoned device's zone count.
+    pub wal_zones: Option<u32>,
 }
 
 /// One tier of the benchmark's storage.
@@ -231,6 +237,27 @@ pub enum WalChoice {
     Append,
     /// WALTZ's leaderless WAL on the emulated zoned device.
     Zoned,
+    /// WALTZ's ablation (Fig. 14), first step: a group-commit leader writing at the write
+    /// pointer, zone allocation inside the write path (`zenfs-like`).
+    ZenfsLike,
+    /// Second step: the same leader, zones reserved and finished by the zone manager
+    /// (`reserved-zones`).
+    ReservedZones,
+    /// Third step: the leader zone-appends instead of writing at the pointer
+    /// (`leader-append`). The last step, no leader, is `zoned` (alias `waltz`).
+    LeaderAppend,
+}
+
+impl WalChoice {
+    /// The zoned WAL's (leader, append, reserved zones) for the ablation steps.
+    fn ablation(self) -> Option<(bool, bool, u32)> {
+        match self {
+            WalChoice::ZenfsLike => Some((true, false, 0)),
+            WalChoice::ReservedZones => Some((true, false, 2)),
+            WalChoice::LeaderAppend => Some((true, true, 2)),
+            _ => None,
+        }
+    }
 }
 
 /// A parsed profile: placement and, for tierkv, the WAL mode.
@@ -347,7 +374,10 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
             "group" => (true, Some(WalChoice::Group)),
             "parallel" => (true, Some(WalChoice::Parallel)),
             "append" => (true, Some(WalChoice::Append)),
-            "zoned" => (true, Some(WalChoice::Zoned)),
+            "zoned" | "waltz" => (true, Some(WalChoice::Zoned)),
+            "zenfs-like" => (true, Some(WalChoice::ZenfsLike)),
+            "reserved-zones" => (true, Some(WalChoice::ReservedZones)),
+            "leader-append" => (true, Some(WalChoice::LeaderAppend)),
             _ => (false, None),
         };
         if is_wal {
@@ -370,8 +400,9 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 Some(n) if n <= 7 => n,
                 _ => bail!(
                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
-                     parallel, append, zoned), hot, split or blob (joined with +, e.g. \
-                     pl+parallel)"
+                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
+                     parallel, append, zoned; the ablation zenfs-like, reserved-zones, \
+                     leader-append), hot, split or blob (joined with +, e.g. pl+parallel)"
                 ),
             },
         };
@@ -493,9 +524,23 @@ mod tierkv_engine {
                 Some(WalChoice::Parallel) => b = b.wal(WalMode::Parallel),
                 Some(WalChoice::Append) => b = b.wal(WalMode::Append),
                 Some(WalChoice::Zoned) => b = b.wal(WalMode::Zoned),
+                Some(step) => {
+                    let (leader, append, reserved) = step.ablation().expect("an ablation step");
+                    b = b
+                        .wal(WalMode::Zoned)
+                        .wal_zoned_leader(leader)
+                        .wal_zoned_append(append)
+                        .wal_reserved_zones(reserved);
+                }
                 None => {}
             }
             let x = &cfg.tierkv;
+            if let Some(bytes) = x.wal_zone_size {
+                b = b.wal_zone_size(bytes);
+            }
+            if let Some(n) = x.wal_zones {
+                b = b.wal_zones(n);
+            }
             if let Some(n) = x.wal_loggers {
                 b = b.wal_loggers(n);
             }
@@ -606,6 +651,7 @@ mod tierkv_engine {
             pages: s.wal_pages,
             writes: s.writes,
             cover_syncs: s.wal_cover_syncs,
+            zoned: s.zoned_wal.clone(),
         }
     }
 
@@ -1007,6 +1053,11 @@ mod tests {
         assert_eq!(p("parallel").wal, Some(WalChoice::Parallel));
         assert_eq!(p("pl+append").wal, Some(WalChoice::Append));
         assert_eq!(p("zoned").wal, Some(WalChoice::Zoned));
+        assert_eq!(p("waltz").wal, Some(WalChoice::Zoned));
+        assert_eq!(p("zenfs-like").wal, Some(WalChoice::ZenfsLike));
+        assert_eq!(p("pl+reserved-zones").wal, Some(WalChoice::ReservedZones));
+        assert_eq!(p("leader-append").wal, Some(WalChoice::LeaderAppend));
+        assert!(parse_profile("zenfs-like+zoned").is_err());
         assert!(parse_profile("append+parallel").is_err());
         // The four systems side by side: SpanDB's parallel WAL, WALTZ's zoned WAL, PrismDB's
         // hot store, SplitKV's value log.

@@ -4,6 +4,7 @@
 //! `--compare` prints ratios against the first engine. See BENCHMARKS.md.
 
 mod engine;
+mod mixgraph;
 mod report;
 // NB: compiled (and unit-tested) without the `rocksdb` feature too, so that the path choice
 // stays checked where librocksdb is not installed.
@@ -31,7 +32,8 @@ use workload::{Distribution, ValueSizes, Workload};
 struct Args {
     /// Engine: tierkv[:PROFILE] or rocksdb[:PROFILE] (rocksdb needs --features rocksdb). A
     /// profile joins with `+` a placement (pl, lad0..lad7; default lad2) and, for tierkv, a WAL
-    /// mode (group, the default, parallel, append or zoned): tierkv:parallel, tierkv:pl+zoned,
+    /// mode (group, the default, parallel, append or zoned, or a step of WALTZ's ablation:
+    /// zenfs-like, reserved-zones, leader-append): tierkv:parallel, tierkv:pl+zoned,
     /// rocksdb:lad1.
     /// tierkv's `auto` starts from the placement named (tierkv:auto+lad1) and takes thresholds
     /// (auto+bwl=0.3+rep=0); `bps=N` sets either engine's bytes_per_sync (rocksdb:lad2+bps=0).
@@ -63,7 +65,10 @@ struct Args {
     /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
     #[arg(long = "device", value_name = "NAME=DEV")]
     devices: Vec<String>,
-    /// fillseq fillrandom overwrite readrandom readseq scanrandom ycsb-a..ycsb-f multiphase.
+    /// fillseq fillrandom overwrite readrandom readseq scanrandom ycsb-a..ycsb-f multiphase,
+    /// writeN (N% updates, the rest reads: write100, write70, write30) or mixgraph (RocksDB's
+    /// MixGraph; its own key, value-size and seek-length distributions replace --distribution,
+    /// --value-size and --scan-length).
     #[arg(long, default_value = "fillrandom")]
     workload: String,
     /// Records loaded before the run (and the key space of random fills).
@@ -146,6 +151,13 @@ struct Args {
     /// tierkv parallel WAL: write pages with pwritev2 instead of io_uring.
     #[arg(long)]
     no_wal_io_uring: bool,
+    /// tierkv zoned WAL: zone size of the emulated zoned device, with an optional K/M/G suffix
+    /// (engine default 16M).
+    #[arg(long)]
+    zone_size: Option<String>,
+    /// tierkv zoned WAL: zones of the emulated zoned device (engine default 16).
+    #[arg(long)]
+    zones: Option<u32>,
     /// tierkv: threads serving asynchronous reads and deferred writes (engine default 2).
     #[arg(long)]
     pipeline_workers: Option<usize>,
@@ -256,7 +268,10 @@ impl Args {
             duration: self.duration.map(Duration::from_secs_f64),
             threads: self.threads,
             key_size: self.key_size,
-            values: self.value_size.parse::<ValueSizes>()?,
+            values: match workload {
+                Workload::MixGraph => ValueSizes::mixgraph(),
+                _ => self.value_size.parse::<ValueSizes>()?,
+            },
             distribution: Distribution::parse(&self.distribution, self.zipf_theta)?,
             seed: self.seed,
             scan_length: self.scan_length,
@@ -326,6 +341,8 @@ impl Args {
                     .as_deref()
                     .map(parse_size)
                     .transpose()?,
+                wal_zone_size: self.zone_size.as_deref().map(parse_size).transpose()?,
+                wal_zones: self.zones,
             },
         })
     }

@@ -147,7 +147,16 @@ impl RunRecord<'_> {
         }
         let wal = self.counters.wal.as_ref();
         let async_api = self.counters.async_api.as_ref();
-        json!({
+        let zoned = wal.and_then(|w| w.zoned.as_ref()).map(|z| {
+            json!({
+                "zone_replacements": z.zone_replacements,
+                "zones_finished": z.zones_finished,
+                "reserved_waits": z.reserved_waits,
+                "full_retries": z.full_retries,
+                "dummy_appends": z.dummy_appends,
+            })
+        });
+        let mut record = json!({
             "engine": self.engine,
             "workload": self.workload,
             "threads": self.threads,
@@ -189,7 +198,9 @@ impl RunRecord<'_> {
             "lucky_reads": async_api.map(|a| a.lucky_reads),
             "client_busy_waits": self.run.busy_waits,
             "client_busy_sleeps": self.run.busy_sleeps,
-        })
+        });
+        record["zoned_wal"] = json!(zoned);
+        record
     }
 
     /// The human-readable report.
@@ -308,6 +319,17 @@ impl RunRecord<'_> {
                 per_run(w.writes_per_run()),
                 w.cover_syncs,
             );
+            if let Some(z) = &w.zoned {
+                println!(
+                    "  zoned WAL: {} zone replacements, {} zones finished, {} reserved-zone waits, \
+                     {} zone-full retries, {} dummy appends",
+                    z.zone_replacements,
+                    z.zones_finished,
+                    z.reserved_waits,
+                    z.full_retries,
+                    z.dummy_appends
+                );
+            }
         }
         if let Some(a) = &self.counters.async_api {
             println!(
@@ -396,6 +418,55 @@ pub fn print_comparison(records: &[Value]) {
     if let Some(note) = multiget_latency_note(multiget) {
         println!("  {note}; x p50 and x p99 count each multi-get as one sample");
     }
+    print_tail_comparison(records);
+}
+
+/// The operation kinds with latencies in `record`, "all" first.
+fn latency_kinds(record: &Value) -> Vec<String> {
+    let mut kinds = vec!["all".to_string()];
+    if let Some(map) = record["latency_us"].as_object() {
+        kinds.extend(
+            OpKind::ALL
+                .iter()
+                .map(|k| k.name().to_string())
+                .filter(|k| map.contains_key(k)),
+        );
+    }
+    kinds
+}
+
+/// Per operation: each engine's p99.9 and max latency and their ratios against the first
+/// engine, where the worst write latencies of a WAL show.
+fn print_tail_comparison(records: &[Value]) {
+    let Some(base) = records.first() else {
+        return;
+    };
+    println!(
+        "\n== tail latency per operation (ratios against {})",
+        base["engine"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  {:<34} {:<6} {:>12} {:>12} {:>9} {:>9}",
+        "engine", "op", "p99.9 us", "max us", "x p99.9", "x max"
+    );
+    for kind in latency_kinds(base) {
+        for r in records {
+            let at = |v: &Value, q: &str| number_at(v, &["latency_us", &kind, q]);
+            let ratio = |q: &str| match (at(r, q), at(base, q)) {
+                (Some(v), Some(b)) if b > 0.0 => format!("{:.2}", v / b),
+                _ => "-".into(),
+            };
+            println!(
+                "  {:<34} {:<6} {:>12.1} {:>12.1} {:>9} {:>9}",
+                r["engine"].as_str().unwrap_or("?"),
+                kind,
+                at(r, "p999").unwrap_or(0.0),
+                at(r, "max").unwrap_or(0.0),
+                ratio("p999"),
+                ratio("max"),
+            );
+        }
+    }
 }
 
 /// The number at `path` (object keys) in a JSON record, if there is one.
@@ -459,6 +530,29 @@ pub fn print_rounds_summary(engines: &[String], records: &[Value]) {
             p.unwrap_or(0.0),
             ratio(p, base_p99),
         );
+    }
+    let Some(first) = records.iter().find(|r| r["engine"].as_str() == Some(base)) else {
+        return;
+    };
+    println!("\n== median tail latency per operation over the rounds (ratios against {base})");
+    println!(
+        "  {:<40} {:<6} {:>12} {:>12} {:>9} {:>9}",
+        "engine", "op", "p99.9 us", "max us", "x p99.9", "x max"
+    );
+    for kind in latency_kinds(first) {
+        let tail = |e: &str, q: &str| median(series(e, &["latency_us", &kind, q]));
+        for e in engines {
+            let (p999, max) = (tail(e, "p999"), tail(e, "max"));
+            println!(
+                "  {:<40} {:<6} {:>12.1} {:>12.1} {:>9} {:>9}",
+                e,
+                kind,
+                p999.unwrap_or(0.0),
+                max.unwrap_or(0.0),
+                ratio(p999, tail(base, "p999")),
+                ratio(max, tail(base, "max")),
+            );
+        }
     }
 }
 

@@ -718,6 +718,7 @@ fn elapsed_fraction(spec: &RunSpec, deadline: Option<Instant>) -> f64 {
 fn scan_len(spec: &RunSpec, rng: &mut impl rand::Rng) -> usize {
     match spec.workload {
         Workload::Ycsb(4) => rng.gen_range(1..=spec.scan_length.max(1)),
+        Workload::MixGraph => crate::mixgraph::seek_length(rng),
         _ => spec.scan_length,
     }
 }

@@ -3,6 +3,7 @@
 //! Every engine sees the same key sequence: each client thread draws from its own RNG seeded
 //! with `seed + thread`, and the load phase inserts a fixed permutation of the records.
 
+use crate::mixgraph::{self, PowerLaw};
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -28,11 +29,17 @@ pub enum Workload {
     Ycsb(u8),
     /// Bursts of 50/50 read-write, then all-write, then 95% read (SpanDB section 5.2).
     Multiphase,
+    /// Loads the records, then writes this percentage of operations (updates) and reads the
+    /// rest: WALTZ's write-ratio mixes (`write100`, `write70`, `write30`).
+    WriteRatio(u8),
+    /// RocksDB's MixGraph (Cao et al., FAST '20): get/put/seek 0.83/0.14/0.03, keys drawn by
+    /// a power law, value sizes and seek lengths by generalized Pareto distributions.
+    MixGraph,
 }
 
 impl Workload {
     /// Every workload, for help texts and smoke tests.
-    pub const ALL: [Workload; 13] = [
+    pub const ALL: [Workload; 17] = [
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::Overwrite,
@@ -46,6 +53,10 @@ impl Workload {
         Workload::Ycsb(4),
         Workload::Ycsb(5),
         Workload::Multiphase,
+        Workload::WriteRatio(100),
+        Workload::WriteRatio(70),
+        Workload::WriteRatio(30),
+        Workload::MixGraph,
     ];
 
     /// True if the run phase needs the records loaded first.
@@ -72,6 +83,15 @@ impl Workload {
                 1 => Mix::only(OpKind::Update),
                 _ => Mix::new(&[(OpKind::Read, 0.95), (OpKind::Update, 0.05)]),
             },
+            Workload::WriteRatio(percent) => {
+                let writes = f64::from(percent.min(100)) / 100.0;
+                Mix::new(&[(OpKind::Update, writes), (OpKind::Read, 1.0 - writes)])
+            }
+            Workload::MixGraph => Mix::new(&[
+                (OpKind::Read, mixgraph::GET),
+                (OpKind::Update, mixgraph::PUT),
+                (OpKind::Scan, mixgraph::SEEK),
+            ]),
         }
     }
 
@@ -80,6 +100,7 @@ impl Workload {
         match self {
             Workload::Ycsb(3) => Some(Distribution::Latest(theta)),
             Workload::FillSeq | Workload::ReadSeq => Some(Distribution::Sequential),
+            Workload::MixGraph => Some(Distribution::PowerLaw(mixgraph::KEY_POWER)),
             _ => None,
         }
     }
@@ -97,6 +118,11 @@ impl FromStr for Workload {
             "readseq" => Workload::ReadSeq,
             "scanrandom" => Workload::ScanRandom,
             "multiphase" => Workload::Multiphase,
+            "mixgraph" => Workload::MixGraph,
+            _ if s.starts_with("write") => match s["write".len()..].parse::<u8>() {
+                Ok(percent) if percent <= 100 => Workload::WriteRatio(percent),
+                _ => bail!("unknown workload {s:?}: a write ratio is write0..write100"),
+            },
             _ => match s.strip_prefix("ycsb-").map(str::as_bytes) {
                 Some([c @ b'a'..=b'f']) => Workload::Ycsb(c - b'a'),
                 _ => bail!(
@@ -119,6 +145,8 @@ impl fmt::Display for Workload {
             Workload::ScanRandom => write!(f, "scanrandom"),
             Workload::Ycsb(i) => write!(f, "ycsb-{}", (b'a' + i) as char),
             Workload::Multiphase => write!(f, "multiphase"),
+            Workload::WriteRatio(percent) => write!(f, "write{percent}"),
+            Workload::MixGraph => write!(f, "mixgraph"),
         }
     }
 }
@@ -211,6 +239,8 @@ pub enum Distribution {
     Latest(f64),
     /// Keys in order (fillseq, readseq).
     Sequential,
+    /// Ranks drawn by a power law and hashed over the key space (MixGraph).
+    PowerLaw(PowerLaw),
 }
 
 impl Distribution {
@@ -318,6 +348,7 @@ impl KeyChooser {
                 let back = self.zipf.as_ref().expect("zipfian").next(rng);
                 newest.saturating_sub(back)
             }
+            Distribution::PowerLaw(law) => fnv64(law.rank(rng.gen())) % self.records,
             Distribution::Sequential => {
                 let k = self.next_seq;
                 self.next_seq += 1;
@@ -327,10 +358,12 @@ impl KeyChooser {
     }
 }
 
-/// Value sizes: one size or a weighted mix (`256:50,4096:50`).
+/// Value sizes: one size or a weighted mix (`256:50,4096:50`), or MixGraph's distribution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValueSizes {
     choices: Vec<(usize, u32)>,
+    /// Draw from MixGraph's generalized Pareto instead of `choices`.
+    mixgraph: bool,
 }
 
 impl FromStr for ValueSizes {
@@ -360,13 +393,27 @@ impl FromStr for ValueSizes {
         if choices.iter().all(|&(_, w)| w == 0) {
             bail!("--value-size {s:?}: weights must not all be zero");
         }
-        Ok(ValueSizes { choices })
+        Ok(ValueSizes {
+            choices,
+            mixgraph: false,
+        })
     }
 }
 
 impl ValueSizes {
+    /// MixGraph's value sizes (see [`mixgraph`]).
+    pub fn mixgraph() -> ValueSizes {
+        ValueSizes {
+            choices: vec![(mixgraph::MAX_VALUE_SIZE, 1)],
+            mixgraph: true,
+        }
+    }
+
     /// Draws a value size.
     pub fn pick(&self, rng: &mut impl Rng) -> usize {
+        if self.mixgraph {
+            return mixgraph::value_size(rng);
+        }
         let total: u32 = self.choices.iter().map(|&(_, w)| w).sum();
         let mut x = rng.gen_range(0..total);
         for &(size, w) in &self.choices {
@@ -431,6 +478,13 @@ mod tests {
             (Workload::Ycsb(3), OpKind::Insert, 0.05),
             (Workload::Ycsb(4), OpKind::Scan, 0.95),
             (Workload::Ycsb(5), OpKind::ReadModifyWrite, 0.5),
+            (Workload::WriteRatio(100), OpKind::Update, 1.0),
+            (Workload::WriteRatio(70), OpKind::Update, 0.7),
+            (Workload::WriteRatio(30), OpKind::Update, 0.3),
+            (Workload::WriteRatio(30), OpKind::Read, 0.7),
+            (Workload::MixGraph, OpKind::Read, 0.83),
+            (Workload::MixGraph, OpKind::Update, 0.14),
+            (Workload::MixGraph, OpKind::Scan, 0.03),
         ] {
             let mix = w.mix(0.0);
             let n = 100_000;
@@ -543,5 +597,43 @@ mod tests {
             assert_eq!(w.to_string().parse::<Workload>().unwrap(), w);
         }
         assert!("ycsb-g".parse::<Workload>().is_err());
+    }
+
+    #[test]
+    fn write_ratios_parse_and_refuse_out_of_range() {
+        assert_eq!(
+            "write70".parse::<Workload>().unwrap(),
+            Workload::WriteRatio(70)
+        );
+        assert!("write101".parse::<Workload>().is_err());
+        assert!("writes".parse::<Workload>().is_err());
+    }
+
+    #[test]
+    fn mixgraph_draws_power_law_keys_and_pareto_values() {
+        let dist = Workload::MixGraph.forced_distribution(0.99).unwrap();
+        let mut chooser = KeyChooser::new(dist, 1_000_000, 0);
+        let mut rng = thread_rng(3, 0);
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..50_000 {
+            *counts.entry(chooser.next(&mut rng, 0)).or_insert(0u32) += 1;
+        }
+        // A power law with CDF a * x^b: the 100 hottest ranks take a * 100^b = 1.1% of the
+        // accesses (uniform keys would give them 0.01%), rank 1 alone a = 0.23%; and the
+        // hottest keys are scattered over the key space, not at its start.
+        let mut hot: Vec<(u64, u32)> = counts.into_iter().collect();
+        hot.sort_unstable_by_key(|&(_, c)| std::cmp::Reverse(c));
+        let top: u32 = hot.iter().take(100).map(|&(_, c)| c).sum();
+        assert!(top > 400, "the 100 hottest keys took {top} of 50000");
+        assert!(hot[0].1 > 60, "the hottest key took {} of 50000", hot[0].1);
+        assert!(
+            hot.iter().take(10).any(|&(k, _)| k > 100_000),
+            "{:?}",
+            &hot[..10]
+        );
+        let sizes = ValueSizes::mixgraph();
+        let picked: Vec<usize> = (0..1000).map(|_| sizes.pick(&mut rng)).collect();
+        assert!(picked.iter().any(|&s| s != picked[0]));
+        assert!(picked.iter().all(|&s| (10..=1024).contains(&s)));
     }
 }

@@ -204,4 +204,4 @@ pub use options::{
 };
 pub use options::{HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;
-pub use stats::{HotTierStats, LevelStats, Stats, TierIo, TierStats};
+pub use stats::{HotTierStats, LevelStats, Stats, TierIo, TierStats, ZonedWalStats};

@@ -275,6 +275,25 @@ pub struct Stats {
     pub vlog_gc_bytes_rewritten: u64,
     /// Split values: value-log files garbage collection deleted.
     pub vlog_gc_files_deleted: u64,
+    /// The zoned WAL's zone manager, when `wal = "zoned"`.
+    pub zoned_wal: Option<ZonedWalStats>,
+}
+
+/// The zone work of `wal = "zoned"` since open ([`Stats::zoned_wal`]): what WALTZ keeps out of
+/// the write path, and how often it failed to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZonedWalStats {
+    /// Zones the manager finished after they were replaced.
+    pub zones_finished: u64,
+    /// Active-zone replacements.
+    pub zone_replacements: u64,
+    /// Replacements that waited for the manager to provide a reserved empty zone: appends
+    /// that waited for a zone to be allocated (zero while the manager keeps up).
+    pub reserved_waits: u64,
+    /// Appends the zone filled under them, retried on the next zone.
+    pub full_retries: u64,
+    /// One-LBA appends the manager made to learn where a replaced zone's data ends.
+    pub dummy_appends: u64,
 }
 
 /// The hot store's report ([`Stats::hot_tier`]).
@@ -526,6 +545,18 @@ impl fmt::Display for Stats {
                 h.demotion_micros as f64 / 1e6,
                 h.promotions,
                 h.pin_threshold
+            )?;
+        }
+        if let Some(z) = &self.zoned_wal {
+            write!(
+                f,
+                "\nzoned WAL: {} replacements, {} zones finished, {} reserved-zone waits, {} \
+                 zone-full retries, {} dummy appends",
+                z.zone_replacements,
+                z.zones_finished,
+                z.reserved_waits,
+                z.full_retries,
+                z.dummy_appends
             )?;
         }
         if self.split_inline_items + self.split_separated_items + self.vlog_file_bytes > 0 {

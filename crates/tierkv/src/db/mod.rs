@@ -630,6 +630,7 @@ impl DbInner {
             placement_history,
             tier_io: self.io_report(),
             hot_tier: self.hot.as_ref().map(|h| h.stats()),
+            zoned_wal: self.wal.zone_stats(),
             // SPLIT VALUES: the value log's counters (zero without one).
             ..self.vlog.as_ref().map(|v| v.stats()).unwrap_or_default()
         }

@@ -237,6 +237,18 @@ pub struct WalOptions {
     /// Zoned WAL: the device has power-loss protection (completed appends are durable).
     /// Default false.
     pub zone_power_loss_protection: bool,
+    /// Zoned WAL ablation: writers hand their records to a group-commit leader, which writes
+    /// the queued ones with one device write, instead of each writer appending its own.
+    /// Default false (WALTZ).
+    pub zoned_leader: bool,
+    /// Zoned WAL ablation: records go to the device by zone append (the device picks the
+    /// offset); false writes them at the write pointer, which needs `zoned_leader` (one
+    /// writer at a time). Default true.
+    pub zoned_append: bool,
+    /// Zoned WAL: empty zones the zone manager keeps reset ahead of the writers. 0 puts zone
+    /// allocation inside the write path: the writer that replaces the active zone finishes it
+    /// and resets the next one itself (ZenFS's way). Default 2. Range 0..=8.
+    pub reserved_zones: u32,
 }
 
 impl Default for WalOptions {
@@ -252,6 +264,9 @@ impl Default for WalOptions {
             zone_size: 16 << 20,
             zones: 16,
             zone_power_loss_protection: false,
+            zoned_leader: false,
+            zoned_append: true,
+            reserved_zones: 2,
         }
     }
 }
@@ -262,6 +277,13 @@ impl WalOptions {
         check_range("wal_inflight", self.inflight, 1, 64)?;
         if let Some(bytes) = self.group_bytes {
             check_range("wal_group_bytes", bytes, 64 << 10, 64 << 30)?;
+        }
+        check_range("wal_reserved_zones", self.reserved_zones, 0, 8)?;
+        if !self.zoned_append && !self.zoned_leader {
+            return Err(Error::invalid(
+                "wal_zoned_append = false writes at the write pointer, which needs one writer \
+                 at a time: set wal_zoned_leader = true",
+            ));
         }
         Ok(())
     }

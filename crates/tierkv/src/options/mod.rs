@@ -316,16 +316,20 @@ impl Options {
 
     /// The largest encoded batch this database accepts: [`MAX_BATCH_BYTES`], or what one
     /// parallel-WAL page group holds (`wal.group_bytes`, by default twice
-    /// `memtable.write_buffer_size`) where that is less, in every WAL mode but `zoned`, so that
-    /// changing between them never changes which batches a database accepts. `wal = "zoned"`
-    /// writes each batch with one zone append, so there a batch is also at most what one
-    /// append holds (128 KiB less a 24-byte record header): the device's limit, which the
-    /// zoned WAL does not yet split batches across.
+    /// `memtable.write_buffer_size`) where that is less, in every WAL mode, so that changing
+    /// between them never changes which batches a database accepts. `wal = "zoned"` splits a
+    /// batch larger than one zone append over several; there a batch is also at most one
+    /// log's share of the device's spare zones (`wal.zones`, `wal.zone_size`), so that it
+    /// never needs more zones than its log may take.
     pub fn max_batch_bytes(&self) -> usize {
         let group_pages = self.wal_group_bytes() / 4096;
         let limit = crate::wal::parallel::area::largest_payload(group_pages).min(MAX_BATCH_BYTES);
         match self.wal.mode {
-            WalMode::Zoned => limit.min(crate::wal::append::zoned_batch_limit()),
+            WalMode::Zoned => limit.min(crate::wal::append::zones::largest_batch(
+                self.wal.zone_size,
+                self.wal.zones,
+                self.memtable.max_immutable_memtables,
+            )),
             _ => limit,
         }
     }
@@ -467,6 +471,9 @@ options_by_name! {
     wal_zone_size: u64 => @ wal.zone_size;
     wal_zones: u32 => @ wal.zones;
     wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
+    wal_zoned_leader: bool => @ wal.zoned_leader;
+    wal_zoned_append: bool => @ wal.zoned_append;
+    wal_reserved_zones: u32 => @ wal.reserved_zones;
     values: ValuesMode => @ values.mode;
     split_threshold: u64 => @ values.split_threshold;
     vlog_file_size: u64 => @ values.file_size;

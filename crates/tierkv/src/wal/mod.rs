@@ -124,6 +124,11 @@ pub(crate) trait Wal: Send + Sync {
     fn active_loggers(&self) -> usize {
         0
     }
+
+    /// The zone manager's work, for a mode that writes to a zoned device.
+    fn zone_stats(&self) -> Option<crate::stats::ZonedWalStats> {
+        None
+    }
 }
 
 /// What a WAL mode needs from the database.

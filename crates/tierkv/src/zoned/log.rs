@@ -11,9 +11,17 @@
 //! that taking one is no I/O, learns each replaced zone's end with a **dummy append** (the
 //! offset a one-LBA append lands at, instead of a zone report) and finishes it.
 //!
+//! Each append carries a *tag* (the WAL's log number); the log keeps the highest tag of each
+//! zone. Once the owner says every tag below a watermark is obsolete (`release_below`), a
+//! finished zone whose tags are all below it is released, and so is a zone the manager
+//! finishes later: a zone goes back to the reserve as soon as it is both finished and
+//! obsolete, not at the owner's next release.
+//!
 //! INVARIANT: a writer never allocates, finishes or resets a zone; it only waits for a
 //! reserved zone when the manager fell behind, and each such wait is counted
 //! (`reserved_waits`).
+//! INVARIANT: a zone's tag is raised *before* the append that may land in it, so a zone whose
+//! tag is below the watermark holds no record of a live log, even while appends are in flight.
 
 use super::{ZoneError, ZoneId, ZonedDevice};
 use crate::error::{Error, Result};
@@ -38,6 +46,22 @@ pub(crate) struct ZoneLogStats {
     pub full_retries: AtomicU64,
     /// Active-zone replacements.
     pub replacements: AtomicU64,
+    /// One-LBA appends made to learn where a replaced zone's data ends.
+    pub dummy_appends: AtomicU64,
+}
+
+impl ZoneLogStats {
+    /// The counters as the database reports them.
+    pub fn report(&self) -> crate::stats::ZonedWalStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::stats::ZonedWalStats {
+            zones_finished: get(&self.zones_finished),
+            zone_replacements: get(&self.replacements),
+            reserved_waits: get(&self.reserved_waits),
+            full_retries: get(&self.full_retries),
+            dummy_appends: get(&self.dummy_appends),
+        }
+    }
 }
 
 /// Zone bookkeeping shared by writers (on replacement only) and the manager.
@@ -68,18 +92,27 @@ pub(crate) struct ZoneLog {
     work: Condvar,
     /// Wakes writers waiting for a reserved zone or a replacement.
     ready: Condvar,
+    /// The highest tag appended (or about to be) to each zone.
+    tags: Vec<AtomicU64>,
+    /// Tags below this are obsolete.
+    watermark: AtomicU64,
+    /// Empty zones the manager keeps reset ahead; 0: the writer replacing a zone finishes it
+    /// and resets the next one itself (zone allocation inside the write path).
+    reserve: usize,
     stats: ZoneLogStats,
 }
 
 impl ZoneLog {
     /// A log over `zones` of `dev`, all EMPTY: the first becomes active, the rest are reserved.
     /// `threshold_pct` is the share of a zone (in percent) below which the active zone is
-    /// replaced.
+    /// replaced; `reserve` is how many empty zones the manager keeps reset ahead (0: none,
+    /// see the field).
     pub fn new(
         dev: Arc<dyn ZonedDevice>,
         path: PathBuf,
         zones: Vec<ZoneId>,
         threshold_pct: f64,
+        reserve: usize,
     ) -> Result<Arc<ZoneLog>> {
         if zones.len() < RESERVED + 1 {
             return Err(Error::invalid(format!(
@@ -94,6 +127,9 @@ impl ZoneLog {
         let active = reserved.pop_front().expect("checked above");
         let capacity = dev.geometry().zone_capacity;
         let threshold = (capacity as f64 * threshold_pct / 100.0) as u64;
+        let tags = (0..dev.geometry().zones)
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(Arc::new(ZoneLog {
             dev,
             path,
@@ -109,12 +145,14 @@ impl ZoneLog {
             }),
             work: Condvar::new(),
             ready: Condvar::new(),
+            tags,
+            watermark: AtomicU64::new(0),
+            reserve,
             stats: ZoneLogStats::default(),
         }))
     }
 
     /// The zone manager's counters.
-    #[cfg(test)]
     pub fn stats(&self) -> &ZoneLogStats {
         &self.stats
     }
@@ -130,11 +168,15 @@ impl ZoneLog {
         self.pool.lock().extents.clone()
     }
 
-    /// Appends `data` to the active zone; returns the zone and offset it landed at.
-    pub fn append(&self, data: &[u8], fua: bool) -> Result<(ZoneId, u64)> {
+    /// Appends `data`, tagged `tag`, to the active zone; returns the zone and offset it
+    /// landed at.
+    pub fn append(&self, data: &[u8], fua: bool, tag: u64) -> Result<(ZoneId, u64)> {
         let capacity = self.dev.geometry().zone_capacity;
         loop {
             let zone = self.active();
+            // NB: raised even when the append then finds the zone full: that only keeps the
+            // zone a little longer.
+            self.tags[zone as usize].fetch_max(tag, Ordering::AcqRel);
             match self.dev.append(zone, data, fua) {
                 Ok(offset) => {
                     let left = capacity - offset - data.len() as u64;
@@ -149,6 +191,34 @@ impl ZoneLog {
                 }
                 Err(e) => return Err(e.into_error(&self.path)),
             }
+        }
+    }
+
+    /// Writes `data`, tagged `tag`, at the active zone's write pointer; returns the zone and
+    /// offset. The caller is the log's only writer (a group-commit leader): with several,
+    /// two could write at one pointer.
+    pub fn write_at_pointer(&self, data: &[u8], fua: bool, tag: u64) -> Result<(ZoneId, u64)> {
+        let capacity = self.dev.geometry().zone_capacity;
+        loop {
+            let zone = self.active();
+            self.tags[zone as usize].fetch_max(tag, Ordering::AcqRel);
+            let at = self
+                .dev
+                .zone(zone)
+                .map_err(|e| e.into_error(&self.path))?
+                .write_pointer;
+            if at + data.len() as u64 > capacity {
+                self.stats.full_retries.fetch_add(1, Ordering::Relaxed);
+                self.replace(zone, true);
+                continue;
+            }
+            self.dev
+                .write(zone, at, data, fua)
+                .map_err(|e| e.into_error(&self.path))?;
+            if capacity - at - (data.len() as u64) < self.threshold {
+                self.replace(zone, false);
+            }
+            return Ok((zone, at));
         }
     }
 
@@ -173,24 +243,8 @@ impl ZoneLog {
         }
         let mut pool = self.pool.lock();
         if self.active() == old {
-            let mut waited = false;
-            let new = loop {
-                if let Some(z) = pool.reserved.pop_front() {
-                    break Some(z);
-                }
-                if pool.stop {
-                    break None;
-                }
-                if !waited {
-                    waited = true;
-                    self.stats.reserved_waits.fetch_add(1, Ordering::Relaxed);
-                }
-                self.work.notify_one();
-                self.ready.wait(&mut pool);
-            };
-            if let Some(new) = new {
+            if let Some(new) = self.take_zone(&mut pool, old) {
                 self.active.store(new, Ordering::Release);
-                pool.done.push_back(old);
                 self.stats.replacements.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -200,15 +254,88 @@ impl ZoneLog {
         self.ready.notify_all();
     }
 
-    /// Hands back every finished zone `obsolete` says holds nothing live: the manager resets
-    /// them for reuse.
-    pub fn release_finished(&self, obsolete: impl Fn(ZoneId) -> bool) {
+    /// A zone to make active in place of `old`, which goes to be finished: a reserved one,
+    /// waiting (counted) for the manager if there is none; or, with no reserve, `old` is
+    /// finished and the next zone reset here, in the write path. `None` once stopped.
+    fn take_zone(
+        &self,
+        pool: &mut parking_lot::MutexGuard<'_, Pool>,
+        old: ZoneId,
+    ) -> Option<ZoneId> {
+        if self.reserve == 0 {
+            return self.allocate_inline(pool, old);
+        }
+        let mut waited = false;
+        loop {
+            if let Some(z) = pool.reserved.pop_front() {
+                pool.done.push_back(old);
+                return Some(z);
+            }
+            if pool.stop {
+                return None;
+            }
+            if !waited {
+                waited = true;
+                self.stats.reserved_waits.fetch_add(1, Ordering::Relaxed);
+            }
+            self.work.notify_one();
+            self.ready.wait(pool);
+        }
+    }
+
+    /// ZenFS's zone allocation, for the ablation: finishes `old` and takes an empty zone,
+    /// resetting a released one when no zone is empty, all in the caller's write path.
+    fn allocate_inline(
+        &self,
+        pool: &mut parking_lot::MutexGuard<'_, Pool>,
+        old: ZoneId,
+    ) -> Option<ZoneId> {
+        if let Some(end) = self.finish(old) {
+            if self.obsolete(old) {
+                pool.released.push_back(old);
+            } else {
+                pool.extents.push((old, end));
+            }
+        }
+        let mut waited = false;
+        loop {
+            if let Some(z) = pool.reserved.pop_front() {
+                return Some(z);
+            }
+            if let Some(z) = pool.released.pop_front() {
+                if self.dev.reset(z).is_ok() {
+                    self.tags[z as usize].store(0, Ordering::Release);
+                    return Some(z);
+                }
+                continue;
+            }
+            if pool.stop {
+                return None;
+            }
+            if !waited {
+                waited = true;
+                self.stats.reserved_waits.fetch_add(1, Ordering::Relaxed);
+            }
+            self.ready.wait(pool);
+        }
+    }
+
+    /// Makes every tag below `watermark` obsolete: the finished zones holding only such
+    /// tags, now or once the manager finishes them, go back to be reset for reuse.
+    pub fn release_below(&self, watermark: u64) {
+        self.watermark.fetch_max(watermark, Ordering::AcqRel);
         let mut pool = self.pool.lock();
-        let (gone, kept): (Vec<_>, Vec<_>) = pool.extents.iter().partition(|&&(z, _)| obsolete(z));
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            pool.extents.iter().partition(|&&(z, _)| self.obsolete(z));
         pool.extents = kept;
         pool.released.extend(gone.into_iter().map(|(z, _)| z));
         drop(pool);
         self.work.notify_one();
+    }
+
+    /// True when every tag of `zone` is below the watermark.
+    fn obsolete(&self, zone: ZoneId) -> bool {
+        self.tags[zone as usize].load(Ordering::Acquire) < self.watermark.load(Ordering::Acquire)
     }
 
     /// Hands finished zone `zone` back: the manager resets it for reuse.
@@ -234,8 +361,8 @@ impl ZoneLog {
         self.ready.notify_all();
     }
 
-    /// The manager's loop: finish replaced zones, reset released ones into the reserve;
-    /// parked while there is nothing to do. Finishing goes first, so a zone released right
+    /// The manager's loop: finish replaced zones, reset released ones into the reserve (up to
+    /// `reserve` zones ahead); parked while there is nothing to do. Finishing goes first, so a zone released right
     /// after its replacement is finished before it is reset, never after.
     fn manage(&self) {
         let mut pool = self.pool.lock();
@@ -247,14 +374,24 @@ impl ZoneLog {
                 drop(pool);
                 let end = self.finish(zone);
                 pool = self.pool.lock();
-                if let Some(end) = end {
-                    pool.extents.push((zone, end));
+                match end {
+                    Some(_) if self.obsolete(zone) => pool.released.push_back(zone),
+                    Some(end) => pool.extents.push((zone, end)),
+                    None => {}
                 }
                 continue;
             }
-            if let Some(zone) = pool.released.pop_front() {
+            let zone = if pool.reserved.len() < self.reserve {
+                pool.released.pop_front()
+            } else {
+                None
+            };
+            if let Some(zone) = zone {
                 drop(pool);
                 let reset = self.dev.reset(zone).is_ok();
+                if reset {
+                    self.tags[zone as usize].store(0, Ordering::Release);
+                }
                 pool = self.pool.lock();
                 pool.extents.retain(|&(z, _)| z != zone);
                 if reset {
@@ -274,6 +411,7 @@ impl ZoneLog {
         let dummy = crate::env::AlignedBuf::zeroed(g.lba as usize);
         // NB: writers may still land appends behind the dummy; they are read back by the
         // recovery scan, which reads each zone to its write pointer, not to this end.
+        self.stats.dummy_appends.fetch_add(1, Ordering::Relaxed);
         let end = match self.dev.append(zone, dummy.as_slice(), false) {
             Ok(offset) => offset,
             Err(ZoneError::ZoneFull { .. }) => g.zone_capacity,
@@ -303,14 +441,14 @@ mod tests {
 
     fn log(dev: &Arc<EmulatedZoned>, zones: u32) -> Arc<ZoneLog> {
         let d: Arc<dyn ZonedDevice> = dev.clone();
-        ZoneLog::new(d, "/d/zoned".into(), (0..zones).collect(), 1.0).unwrap()
+        ZoneLog::new(d, "/d/zoned".into(), (0..zones).collect(), 1.0, RESERVED).unwrap()
     }
 
     #[test]
     fn a_device_too_small_for_two_reserved_zones_is_refused() {
         let dev = device(64 << 10, 2);
         let d: Arc<dyn ZonedDevice> = dev;
-        let err = ZoneLog::new(d, "/d/zoned".into(), vec![0, 1], 1.0)
+        let err = ZoneLog::new(d, "/d/zoned".into(), vec![0, 1], 1.0, RESERVED)
             .err()
             .unwrap();
         let msg = err.to_string();
@@ -339,7 +477,7 @@ mod tests {
                         rec.as_mut_slice()[..8]
                             .copy_from_slice(&((w * PER_WRITER + i + 1) as u64).to_le_bytes());
                         landed.push((
-                            zl.append(rec.as_slice(), false).unwrap(),
+                            zl.append(rec.as_slice(), false, 0).unwrap(),
                             w * PER_WRITER + i + 1,
                         ));
                         // A WAL writer also applies its batch to the memtable between appends.
@@ -401,7 +539,7 @@ mod tests {
         let rec = AlignedBuf::zeroed(4096);
         let mut zones = Vec::new();
         for _ in 0..(16 * 8) {
-            let (zone, _) = zl.append(rec.as_slice(), false).unwrap();
+            let (zone, _) = zl.append(rec.as_slice(), false, 0).unwrap();
             if zones.last() != Some(&zone) {
                 if let Some(&prev) = zones.last() {
                     // Wait for the manager to finish the zone, then give it back.
@@ -431,5 +569,74 @@ mod tests {
             s.zones_finished.load(Ordering::Relaxed),
             s.replacements.load(Ordering::Relaxed)
         );
+    }
+
+    /// A zone the owner made obsolete before the manager finished it is released once
+    /// finished, without waiting for the owner's next release, and reset as soon as the
+    /// reserve runs short; a zone holding a live tag stays.
+    #[test]
+    fn a_zone_obsolete_before_it_is_finished_is_reset_once_finished() {
+        let dev = device(64 << 10, 4);
+        let zl = log(&dev, 4);
+        let rec = AlignedBuf::zeroed(4096);
+        let fill = |tag: u64| {
+            let zone = zl.active();
+            while zl.active() == zone {
+                zl.append(rec.as_slice(), false, tag).unwrap();
+            }
+            zone
+        };
+        let first = fill(1);
+        let second = zl.active();
+        zl.append(rec.as_slice(), false, 2).unwrap();
+        // Log 1 is obsolete, log 2 is live; nothing is finished yet.
+        zl.release_below(2);
+        assert_eq!(dev.zone(first).unwrap().state, ZoneState::Full);
+        let manager = zl.spawn_manager();
+        let wait_for = |done: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !done() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        wait_for(&|| zl.stats().zones_finished.load(Ordering::Relaxed) == 1);
+        assert!(zl.extents().is_empty(), "{:?}", zl.extents());
+        // Taking a reserved zone leaves the reserve short: the manager resets `first`.
+        fill(2);
+        wait_for(&|| dev.zone(first).unwrap().state == ZoneState::Empty);
+        zl.stop();
+        manager.join().unwrap();
+        assert_eq!(dev.zone(first).unwrap().state, ZoneState::Empty);
+        assert_ne!(dev.zone(second).unwrap().state, ZoneState::Empty);
+        assert_eq!(zl.stats().dummy_appends.load(Ordering::Relaxed), 2);
+    }
+
+    /// With no reserve, the writer replacing the active zone finishes it and resets a
+    /// released zone itself: the zone work is in the write path, and the log still goes round
+    /// the device.
+    #[test]
+    fn with_no_reserve_the_writer_allocates_zones_itself() {
+        let dev = device(64 << 10, 4);
+        let d: Arc<dyn ZonedDevice> = dev.clone();
+        let zl = ZoneLog::new(d, "/d/zoned".into(), (0..4).collect(), 1.0, 0).unwrap();
+        let rec = AlignedBuf::zeroed(4096);
+        let mut zones = vec![zl.active()];
+        for _ in 0..(16 * 10) {
+            zl.write_at_pointer(rec.as_slice(), false, zones.len() as u64)
+                .unwrap();
+            if zl.active() != *zones.last().unwrap() {
+                // Every zone but the active one is obsolete.
+                zl.release_below(zones.len() as u64 + 1);
+                zones.push(zl.active());
+            }
+        }
+        let s = zl.stats();
+        assert!(zones.len() >= 9, "{zones:?}");
+        assert_eq!(
+            s.zones_finished.load(Ordering::Relaxed),
+            s.replacements.load(Ordering::Relaxed),
+            "finished inline, with no manager running"
+        );
+        assert_eq!(s.reserved_waits.load(Ordering::Relaxed), 0);
     }
 }

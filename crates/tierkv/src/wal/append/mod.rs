@@ -16,6 +16,7 @@
 //! durable before the record was written: recovery's evidence that a hole below it is
 //! corruption, not a lost unsynced tail.
 
+mod leader;
 pub(crate) mod recover;
 pub(crate) mod zones;
 
@@ -60,11 +61,6 @@ pub(crate) fn log_bytes(opts: &Options) -> u64 {
 /// The name of log file `number`.
 pub(crate) fn file_name(number: u64) -> String {
     format!("{number:06}.{EXT}")
-}
-
-/// The largest batch one zone append carries: the append limit less the record header.
-pub(crate) fn zoned_batch_limit() -> usize {
-    crate::zoned::DEFAULT_APPEND_LIMIT as usize - HEADER
 }
 
 /// Bytes of the record holding `payload_len` payload bytes, padding included.
@@ -228,11 +224,6 @@ impl AppendWal {
             check,
         } = req;
         let mut batch = batch;
-        if let (Some(zones), Some(b)) = (&self.zones, &batch) {
-            if b.encoded_len() > zones.max_payload() {
-                zones.pad(&vec![0u8; HEADER + b.encoded_len()])?;
-            }
-        }
         let need = batch
             .as_ref()
             .map_or(0, |b| record_len(b.encoded_len()) + ALIGN);
@@ -260,7 +251,7 @@ impl AppendWal {
         let len = record_len(payload.len());
         let offset = admit.tail;
         admit.tail += match &self.zones {
-            Some(zones) => zones.padded(len),
+            Some(zones) => zones.device_bytes(payload.len()),
             None => len,
         };
         admit.last_seq += n;
@@ -285,13 +276,13 @@ impl AppendWal {
         drop(admit);
         host.note_admitted();
         let sync = durability == Durability::Sync;
-        let mut record = Vec::with_capacity(len as usize);
-        encode_record(&mut record, log_number, synced, payload);
         let written = match (&log, &self.zones) {
-            (Some(log), _) => log.file.write_at(offset, &record, sync),
-            (None, Some(zones)) => zones
-                .pad(&record)
-                .and_then(|buf| zones.append(log_number, &buf, sync)),
+            (Some(log), _) => {
+                let mut record = Vec::with_capacity(len as usize);
+                encode_record(&mut record, log_number, synced, payload);
+                log.file.write_at(offset, &record, sync)
+            }
+            (None, Some(zones)) => zones.write_batch(log_number, synced, first, payload, sync),
             (None, None) => unreachable!("make_room starts a log"),
         };
         if written.is_ok() {
@@ -483,6 +474,10 @@ impl Wal for AppendWal {
         admit.log = None;
         admit.mem = None;
         Ok(())
+    }
+
+    fn zone_stats(&self) -> Option<crate::stats::ZonedWalStats> {
+        self.zones.as_ref().map(ZoneWal::stats)
     }
 
     fn io_path(&self) -> &'static str {
