@@ -400,7 +400,6 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 Some(n) if n <= 7 => n,
                 _ => bail!(
                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
-                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
                      parallel, append, zoned; the ablation zenfs-like, reserved-zones, \
                      leader-append), hot, split or blob (joined with +, e.g. pl+parallel)"
                 ),

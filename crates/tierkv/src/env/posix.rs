@@ -142,7 +142,9 @@ impl Fs for PosixFs {
     }
 }
 
-/// Takes a non-blocking exclusive `flock` on `file`, retrying on `EINTR`.
+/// How long a conflicting lock may take to go away before it counts as held.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Bytes of zeros written per call while extending a positional file.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -288,7 +290,13 @@ fn pwrite_dsync(file: &File, mut offset: u64, mut data: &[u8]) -> io::Result<()>
     Ok(())
 }
 
+/// Takes an exclusive `flock` on `file`, retrying on `EINTR` and, for [`LOCK_PATIENCE`], on a
+/// conflict.
 fn flock_exclusive(file: &File, path: &Path) -> Result<()> {
+    // NB: a `flock` belongs to the open file description, which a child forked by any thread
+    // of this process shares until it execs: a lock just released by closing our descriptor
+    // can stay held for that instant. A holder still there after a short wait is real.
+    let give_up = std::time::Instant::now() + LOCK_PATIENCE;
     loop {
         // SAFETY: `flock` only reads its integer arguments; the descriptor is owned by `file`,
         // which outlives the call.
@@ -299,6 +307,9 @@ fn flock_exclusive(file: &File, path: &Path) -> Result<()> {
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.to_path_buf())),
             _ => return Err(Error::io("lock", path, err)),
         }
