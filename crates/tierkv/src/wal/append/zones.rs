@@ -549,9 +549,9 @@ mod tests {
         b.put(b"k2", b"v");
         let mut rec = Vec::new();
         encode_record(&mut rec, 5, 0, b.encode_with_seq(u64::MAX - 1));
-        assert!(parse(&rec).is_none());
+        assert!(parse(&rec, (0, 0)).is_none());
         encode_record(&mut rec, 5, 0, b.encode_with_seq(u64::MAX - 2));
-        assert!(parse(&rec).is_some());
+        assert!(parse(&rec, (0, 0)).is_some());
     }
 
     #[test]
