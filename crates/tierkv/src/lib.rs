@@ -190,6 +190,7 @@ pub(crate) mod version;
 pub(crate) mod vlog;
 pub(crate) mod wal;
 pub(crate) mod zoned;
+pub(crate) mod zonefs;
 
 pub use batch::{BatchIter, BatchOp, WriteBatch};
 pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};
