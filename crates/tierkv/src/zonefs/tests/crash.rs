@@ -15,6 +15,10 @@ struct Model {
     /// Files a failed operation touched: may or may not exist, with unknown bytes.
     uncertain: BTreeMap<String, ()>,
     next: u64,
+    /// Files written and synced with Ok, over the whole sweep.
+    synced: u64,
+    /// Zones the garbage collector emptied, over the whole sweep.
+    collected: usize,
 }
 
 impl Model {
@@ -47,11 +51,12 @@ impl Model {
             0..=4 => {
                 let name = format!("{:06}.sst", self.next);
                 self.next += 1;
-                let data = pattern(self.next, rng.gen_range(1..40_000));
+                let data = pattern(self.next, rng.gen_range(1..24_000));
                 self.uncertain.insert(name.clone(), ());
                 write(zfs, &name, &data, Lifetime::for_level(rng.gen_range(0..5)))?;
                 self.uncertain.remove(&name);
                 self.certain.insert(name, data);
+                self.synced += 1;
             }
             5..=7 => {
                 if let Some(name) = pick(rng, self) {
@@ -73,7 +78,7 @@ impl Model {
                 }
             }
             _ => {
-                zfs.collect_garbage()?;
+                self.collected += zfs.collect_garbage()?;
             }
         }
         Ok(())
@@ -83,7 +88,7 @@ impl Model {
 #[test]
 fn crash_sweep_loses_no_synced_file_and_leaks_no_zone() {
     let g = geometry(4, 12);
-    let mut cycles = 0;
+    let (mut cycles, mut synced, mut collected) = (0, 0, 0);
     for seed in 0..25u64 {
         let fs = FaultFs::new(seed);
         let mut rng = SmallRng::seed_from_u64(seed);
@@ -93,7 +98,7 @@ fn crash_sweep_loses_no_synced_file_and_leaks_no_zone() {
             let zfs = open(&fs, g);
             model.check(&zfs);
             // Keep the device from filling: the sweep is about crashes, not space.
-            while model.certain.len() > 5 {
+            while model.certain.len() > 4 {
                 let name = model.certain.keys().next().unwrap().clone();
                 zfs.remove_file(&dir().join(&name)).unwrap();
                 model.certain.remove(&name);
@@ -118,6 +123,10 @@ fn crash_sweep_loses_no_synced_file_and_leaks_no_zone() {
         }
         let zfs = open(&fs, g);
         model.check(&zfs);
+        synced += model.synced;
+        collected += model.collected;
     }
     assert!(cycles >= 1000, "{cycles} crash/reopen cycles");
+    assert!(synced >= 1000, "only {synced} files synced");
+    assert!(collected >= 50, "the collector emptied only {collected} zones");
 }
