@@ -200,9 +200,10 @@ pub use key::SeqNo;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
     OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
-    TableOptions, TierConfig, ValueOptions, ValuesMode, WalMode, WalOptions, WriteOptions,
-    MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
+    TableOptions, TierConfig, TierTables, ValueOptions, ValuesMode, WalMode, WalOptions,
+    WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use options::{HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;
 pub use stats::{HotTierStats, LevelStats, Stats, TierIo, TierStats};
+pub use zonefs::ZoneFsStats;

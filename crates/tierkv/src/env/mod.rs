@@ -77,6 +77,12 @@ pub trait Fs: Send + Sync + 'static {
     /// with written zeros to at least `len` bytes (so overwrites later change no block map).
     /// The extension is durable when this returns; the caller syncs the directory.
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>>;
+    /// The file system under this one when this one only routes some directories elsewhere
+    /// (a database with zoned tiers): a reopen routes again from there instead of stacking a
+    /// second router. `None` by default.
+    fn unrouted(&self) -> Option<Arc<dyn Fs>> {
+        None
+    }
 }
 
 /// How long a new file is expected to live, shortest first (the write-lifetime hints of NVMe

@@ -5,7 +5,7 @@ use super::journal::Extent;
 use super::{add, Inner};
 use crate::env::{Lifetime, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
-use crate::zoned::{ZoneId, ZonedDevice};
+use crate::zoned::{ZoneError, ZoneId, ZonedDevice};
 use parking_lot::RwLock;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -134,7 +134,7 @@ impl ZoneWriter {
             self.fs
                 .dev
                 .write(zone, wp, chunk, false)
-                .map_err(|e| self.fs.zone_error(e))?;
+                .map_err(|e| self.write_error(e, zone, wp))?;
             let file_bytes = if done + n == total { n - padding } else { n };
             self.note_written(zone, wp, n, file_bytes);
             done += n;
@@ -172,6 +172,21 @@ impl ZoneWriter {
             self.give_back_zone();
         } else {
             self.zone = Some((zone, wp + n));
+        }
+    }
+
+    /// A failed zone write, naming the file and where it was written.
+    fn write_error(&self, e: ZoneError, zone: ZoneId, wp: u64) -> Error {
+        match e {
+            ZoneError::Io(e) => e,
+            other => Error::io(
+                "zone write",
+                self.path.clone(),
+                std::io::Error::other(format!(
+                    "{other} (zone {zone} offset {wp} of {})",
+                    self.fs.device_path().display()
+                )),
+            ),
         }
     }
 
@@ -261,7 +276,11 @@ impl ZoneReader {
     }
 
     fn error(&self, what: &str) -> Error {
-        Error::io("read", self.path.clone(), std::io::Error::other(what.to_string()))
+        Error::io(
+            "read",
+            self.path.clone(),
+            std::io::Error::other(what.to_string()),
+        )
     }
 }
 

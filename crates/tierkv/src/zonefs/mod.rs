@@ -23,7 +23,7 @@ mod recover;
 mod route;
 pub(crate) mod zones;
 
-pub(crate) use route::RoutingFs;
+pub(crate) use route::route_zoned_tiers;
 
 use crate::env::{FileLock, Fs, Lifetime, PositionalFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use zones::{NoZone, ZoneTable, ZoneUse};
+use zones::{NoZone, ZoneTable};
 
 /// Name of the device file in the tier directory.
 pub const DEVICE_FILE: &str = "ZONED-DEVICE";
@@ -181,8 +181,7 @@ impl ZoneFs {
 
     /// Bytes of file data the device can hold: its data zones' capacity.
     pub fn data_capacity(&self) -> u64 {
-        let g = self.inner.dev.geometry();
-        u64::from(g.zones - META_ZONES.len() as u32) * g.zone_capacity
+        data_capacity(self.inner.dev.geometry())
     }
 
     /// Each zone's use and live bytes, and the zones each live file's extents are in.
@@ -207,6 +206,11 @@ impl ZoneFs {
     fn name_of(&self, path: &Path) -> Result<String> {
         self.inner.name_of(path)
     }
+}
+
+/// Bytes of file data a device of geometry `g` holds: its data zones' capacity.
+pub(crate) fn data_capacity(g: &Geometry) -> u64 {
+    u64::from(g.zones.saturating_sub(META_ZONES.len() as u32)) * g.zone_capacity
 }
 
 /// Checks that the geometry leaves room for the journal and data and for one writer beside it.
@@ -486,7 +490,11 @@ impl Fs for ZoneFs {
         self.create_with_lifetime(path, Lifetime::NotSet)
     }
 
-    fn create_with_lifetime(&self, path: &Path, lifetime: Lifetime) -> Result<Box<dyn WritableFile>> {
+    fn create_with_lifetime(
+        &self,
+        path: &Path,
+        lifetime: Lifetime,
+    ) -> Result<Box<dyn WritableFile>> {
         let name = self.name_of(path)?;
         let node = self.inner.create_file(&name)?;
         Ok(Box::new(ZoneWriter::new(

@@ -115,7 +115,13 @@ fn newest_generation(
 
 /// Checks that a file's extents lie in data zones and add up to its size.
 fn check_extents(f: &FileRecord, g: &Geometry, device: &Path) -> Result<()> {
-    let bad = |what: String| Err(Error::corruption(device, 0, format!("file {}: {what}", f.name)));
+    let bad = |what: String| {
+        Err(Error::corruption(
+            device,
+            0,
+            format!("file {}: {what}", f.name),
+        ))
+    };
     let mut total = 0u64;
     for e in &f.extents {
         let in_data_zone = e.zone >= META_ZONES.len() as u32 && e.zone < g.zones;
@@ -128,7 +134,10 @@ fn check_extents(f: &FileRecord, g: &Geometry, device: &Path) -> Result<()> {
         total += e.len;
     }
     if total != f.size {
-        return bad(format!("extents hold {total} bytes, the size is {}", f.size));
+        return bad(format!(
+            "extents hold {total} bytes, the size is {}",
+            f.size
+        ));
     }
     Ok(())
 }

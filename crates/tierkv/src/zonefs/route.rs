@@ -2,9 +2,10 @@
 //! everything else (the device files included) to the base file system, so the engine above
 //! sees one [`Fs`].
 
-use super::{ZoneFs, DEVICE_FILE};
+use super::{ZoneFs, ZoneFsConfig, DEVICE_FILE};
 use crate::env::{FileLock, Fs, Lifetime, PositionalFile, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
+use crate::options::Options;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -53,7 +54,11 @@ impl Fs for RoutingFs {
         self.file(path).create(path)
     }
 
-    fn create_with_lifetime(&self, path: &Path, lifetime: Lifetime) -> Result<Box<dyn WritableFile>> {
+    fn create_with_lifetime(
+        &self,
+        path: &Path,
+        lifetime: Lifetime,
+    ) -> Result<Box<dyn WritableFile>> {
         self.file(path).create_with_lifetime(path, lifetime)
     }
 
@@ -119,4 +124,37 @@ impl Fs for RoutingFs {
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
         self.file(path).open_positional(path, len)
     }
+
+    fn unrouted(&self) -> Option<Arc<dyn Fs>> {
+        Some(Arc::clone(&self.base))
+    }
+}
+
+/// Opens the zoned device of every tier with `tables = "zones"` and makes `opts.fs` route
+/// those tiers' files to it; a zoned tier without a budget gets its device's data capacity.
+/// Returns each zoned tier's name and file system, for stats.
+pub(crate) fn route_zoned_tiers(opts: &mut Options) -> Result<Vec<(String, Arc<ZoneFs>)>> {
+    let base = opts.fs.unrouted().unwrap_or_else(|| Arc::clone(&opts.fs));
+    let mut zoned = Vec::new();
+    for tier in &mut opts.tiers {
+        let Some(geometry) = tier.zone_geometry() else {
+            continue;
+        };
+        let config = ZoneFsConfig::for_geometry(&geometry);
+        let zfs = Arc::new(ZoneFs::open(
+            Arc::clone(&base),
+            &tier.path,
+            geometry,
+            config,
+        )?);
+        if tier.capacity == u64::MAX {
+            tier.capacity = zfs.data_capacity();
+        }
+        zoned.push((tier.name.clone(), zfs));
+    }
+    if !zoned.is_empty() {
+        let all = zoned.iter().map(|(_, z)| Arc::clone(z)).collect();
+        opts.fs = Arc::new(RoutingFs::new(base, all));
+    }
+    Ok(zoned)
 }

@@ -79,7 +79,10 @@ fn files_span_zones_and_read_back_after_reopen() {
     let small = pattern(2, 100);
     write(&zfs, "000001.sst", &big, Lifetime::Long).unwrap();
     write(&zfs, "000002.sst", &small, Lifetime::Long).unwrap();
-    assert!(zones_of(&zfs, "000001.sst").len() >= 4, "50 KB in 16 KiB zones");
+    assert!(
+        zones_of(&zfs, "000001.sst").len() >= 4,
+        "50 KB in 16 KiB zones"
+    );
     assert_eq!(read(&zfs, "000001.sst"), big);
     let mut mid = vec![0u8; 20_000];
     zfs.open_read(&dir().join("000001.sst"))
@@ -90,7 +93,11 @@ fn files_span_zones_and_read_back_after_reopen() {
     let before = zfs.zone_map().1;
     drop(zfs);
     let zfs = open(&fs, g);
-    assert_eq!(zfs.zone_map().1, before, "extents read back exactly as synced");
+    assert_eq!(
+        zfs.zone_map().1,
+        before,
+        "extents read back exactly as synced"
+    );
     assert_eq!(read(&zfs, "000001.sst"), big);
     assert_eq!(read(&zfs, "000002.sst"), small);
     let mut names = zfs.list_dir(&dir()).unwrap();
@@ -131,7 +138,8 @@ fn rename_and_remove_are_durable_and_dead_zones_are_reset() {
     let g = geometry(4, 8);
     let zfs = open(&fs, g);
     write(&zfs, "x.tmp", b"identity", Lifetime::NotSet).unwrap();
-    zfs.rename(&dir().join("x.tmp"), &dir().join("TIER")).unwrap();
+    zfs.rename(&dir().join("x.tmp"), &dir().join("TIER"))
+        .unwrap();
     write(&zfs, "big", &pattern(6, 40_000), Lifetime::Extreme).unwrap();
     let zones = zones_of(&zfs, "big");
     let resets = zfs.stats().resets;
@@ -163,9 +171,16 @@ fn lifetime_hints_group_files_by_zone() {
         write(&zfs, &format!("m{i}"), &pattern(i, 6000), Lifetime::Medium).unwrap();
         write(&zfs, &format!("e{i}"), &pattern(i, 6000), Lifetime::Extreme).unwrap();
     }
-    let medium: Vec<ZoneId> = (0..3).flat_map(|i| zones_of(&zfs, &format!("m{i}"))).collect();
-    let extreme: Vec<ZoneId> = (0..3).flat_map(|i| zones_of(&zfs, &format!("e{i}"))).collect();
-    assert!(medium.iter().all(|z| !extreme.contains(z)), "{medium:?} {extreme:?}");
+    let medium: Vec<ZoneId> = (0..3)
+        .flat_map(|i| zones_of(&zfs, &format!("m{i}")))
+        .collect();
+    let extreme: Vec<ZoneId> = (0..3)
+        .flat_map(|i| zones_of(&zfs, &format!("e{i}")))
+        .collect();
+    assert!(
+        medium.iter().all(|z| !extreme.contains(z)),
+        "{medium:?} {extreme:?}"
+    );
     // Two 8 KiB files share one 32 KiB zone.
     assert_eq!(zones_of(&zfs, "m0"), zones_of(&zfs, "m1"));
 }
@@ -232,7 +247,10 @@ fn gc_moves_live_extents_while_a_reader_reads() {
     reader.join().unwrap();
     let after = zfs.stats();
     assert!(emptied > 0);
-    assert_eq!(after.gc_zones_reclaimed, before.gc_zones_reclaimed + emptied as u64);
+    assert_eq!(
+        after.gc_zones_reclaimed,
+        before.gc_zones_reclaimed + emptied as u64
+    );
     assert!(after.gc_bytes > 0 && after.resets > before.resets);
     assert!(after.write_amplification() > 1.0);
     for i in 0..6 {
@@ -255,7 +273,12 @@ fn a_full_device_says_storage_full_and_loses_nothing() {
     let mut written = Vec::new();
     let err = loop {
         let name = format!("f{}", written.len());
-        match write(&zfs, &name, &pattern(written.len() as u64, 10_000), Lifetime::Long) {
+        match write(
+            &zfs,
+            &name,
+            &pattern(written.len() as u64, 10_000),
+            Lifetime::Long,
+        ) {
             Ok(()) => written.push(name),
             Err(e) => break e,
         }

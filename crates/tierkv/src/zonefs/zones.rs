@@ -104,7 +104,10 @@ impl ZoneTable {
     }
 
     fn partial_with(&self, pred: impl Fn(Lifetime) -> bool) -> Option<ZoneId> {
-        self.slots.iter().position(|s| matches!(s.state, ZoneUse::Partial(l) if pred(l))).map(|i| i as ZoneId)
+        self.slots
+            .iter()
+            .position(|s| matches!(s.state, ZoneUse::Partial(l) if pred(l)))
+            .map(|i| i as ZoneId)
     }
 
     fn nearest_longer(&self, hint: Lifetime) -> Option<ZoneId> {
@@ -146,9 +149,7 @@ impl ZoneTable {
         self.slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| {
-                s.live == 0 && matches!(s.state, ZoneUse::Full | ZoneUse::Partial(_))
-            })
+            .filter(|(_, s)| s.live == 0 && matches!(s.state, ZoneUse::Full | ZoneUse::Partial(_)))
             .map(|(i, _)| i as ZoneId)
             .collect()
     }

@@ -128,5 +128,8 @@ fn crash_sweep_loses_no_synced_file_and_leaks_no_zone() {
     }
     assert!(cycles >= 1000, "{cycles} crash/reopen cycles");
     assert!(synced >= 1000, "only {synced} files synced");
-    assert!(collected >= 50, "the collector emptied only {collected} zones");
+    assert!(
+        collected >= 50,
+        "the collector emptied only {collected} zones"
+    );
 }
