@@ -13,7 +13,7 @@ struct Model {
     /// Files whose last change returned Ok: their bytes.
     certain: BTreeMap<String, Vec<u8>>,
     /// Files a failed operation touched: may or may not exist, with unknown bytes.
-    uncertain: BTreeMap<String, ()>,
+    uncertain: std::collections::BTreeSet<String>,
     next: u64,
     /// Files written and synced with Ok, over the whole sweep.
     synced: u64,
@@ -29,14 +29,13 @@ impl Model {
         let names = zfs.list_dir(&dir()).unwrap();
         for name in names {
             assert!(
-                self.certain.contains_key(&name) || self.uncertain.contains_key(&name),
+                self.certain.contains_key(&name) || self.uncertain.contains(&name),
                 "file {name} appeared from nowhere"
             );
-            if !self.certain.contains_key(&name) {
-                // Settle it: the next steps know it as it is now.
-                let bytes = read(zfs, &name);
-                self.certain.insert(name, bytes);
-            }
+            // An uncertain file that exists is settled: the next steps know it as it is now.
+            self.certain
+                .entry(name)
+                .or_insert_with_key(|name| read(zfs, name));
         }
         self.uncertain.clear();
         assert_no_leaks(zfs);
@@ -52,7 +51,7 @@ impl Model {
                 let name = format!("{:06}.sst", self.next);
                 self.next += 1;
                 let data = pattern(self.next, rng.gen_range(1..24_000));
-                self.uncertain.insert(name.clone(), ());
+                self.uncertain.insert(name.clone());
                 write(zfs, &name, &data, Lifetime::for_level(rng.gen_range(0..5)))?;
                 self.uncertain.remove(&name);
                 self.certain.insert(name, data);
@@ -61,7 +60,7 @@ impl Model {
             5..=7 => {
                 if let Some(name) = pick(rng, self) {
                     self.certain.remove(&name);
-                    self.uncertain.insert(name.clone(), ());
+                    self.uncertain.insert(name.clone());
                     zfs.remove_file(&dir().join(&name))?;
                     self.uncertain.remove(&name);
                 }
@@ -70,8 +69,8 @@ impl Model {
                 if let Some(name) = pick(rng, self) {
                     let to = format!("{name}.renamed");
                     let data = self.certain.remove(&name).unwrap();
-                    self.uncertain.insert(name.clone(), ());
-                    self.uncertain.insert(to.clone(), ());
+                    self.uncertain.insert(name.clone());
+                    self.uncertain.insert(to.clone());
                     zfs.rename(&dir().join(&name), &dir().join(&to))?;
                     self.uncertain.clear();
                     self.certain.insert(to, data);
