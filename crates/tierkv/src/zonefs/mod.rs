@@ -17,6 +17,7 @@
 //! - A full device is an `Io` error of kind `StorageFull` and changes nothing.
 
 mod file;
+mod gc;
 pub(crate) mod journal;
 mod meta;
 mod recover;
@@ -361,127 +362,6 @@ impl Inner {
             }
         }
         self.reset_dead_zones()
-    }
-
-    /// Garbage collection: moves the live extents of up to `max_zones` of the emptiest full
-    /// zones into other zones, journals the new extents and resets the emptied zones. Returns
-    /// the zones emptied.
-    fn collect(&self, max_zones: usize) -> Result<usize> {
-        let candidates = self.zones.lock().gc_candidates();
-        let mut emptied = 0;
-        for id in candidates.into_iter().take(max_zones) {
-            if self.evacuate(id)? {
-                emptied += 1;
-                add(&self.counters.gc_zones, 1);
-            }
-        }
-        Ok(emptied)
-    }
-
-    /// Copies every live extent of zone `victim` elsewhere; true when the zone was reset.
-    fn evacuate(&self, victim: ZoneId) -> Result<bool> {
-        let mut meta = self.meta.lock();
-        let nodes: Vec<Arc<FileNode>> = meta
-            .files
-            .values()
-            .filter(|n| n.extents().iter().any(|e| e.zone == victim))
-            .cloned()
-            .collect();
-        let mut records = Vec::new();
-        let mut moved = Vec::new();
-        for node in &nodes {
-            // The file's write lock is held from the copy to the swap, so no read sees the
-            // old extents after the zone is reset, and no writer appends meanwhile.
-            let mut state = node.state.write();
-            if state.writing {
-                // A file still being written moves after its writer is done.
-                return Ok(false);
-            }
-            let Some(copied) = self.copy_extents(&state.synced_extents, victim)? else {
-                return Ok(false);
-            };
-            moved.push((Arc::clone(node), copied.clone()));
-            records.push(Record::Extents {
-                id: node.id,
-                size: state.synced_size,
-                extents: copied.clone(),
-            });
-            state.extents = copied.clone();
-            state.synced_extents = copied;
-        }
-        self.dev.flush().map_err(|e| self.zone_error(e))?;
-        self.commit(&mut meta, &records)?;
-        drop(meta);
-        let mut z = self.zones.lock();
-        let slot = &mut z.slots[victim as usize];
-        slot.live = 0;
-        drop(z);
-        self.reset_dead_zones()?;
-        Ok(true)
-    }
-
-    /// Copies the extents of `extents` in zone `victim` to a GC zone; the list with the copies
-    /// in place of the originals, or `None` when no zone could take them.
-    fn copy_extents(&self, extents: &[Extent], victim: ZoneId) -> Result<Option<Vec<Extent>>> {
-        let mut out = Vec::with_capacity(extents.len());
-        for e in extents {
-            if e.zone != victim {
-                out.push(*e);
-                continue;
-            }
-            let mut data = vec![0u8; e.occupied(self.lba) as usize];
-            self.dev
-                .read(e.zone, e.offset, &mut data)
-                .map_err(|err| self.zone_error(err))?;
-            let Some(placed) = self.place_copy(&data, e.len, victim)? else {
-                return Ok(None);
-            };
-            add(&self.counters.gc, data.len() as u64);
-            out.extend(placed);
-        }
-        Ok(Some(out))
-    }
-
-    /// Writes one extent's bytes (whole LBAs, `len` of them file data) into zones other than
-    /// `victim`, never waiting: `None` when no zone is available now.
-    fn place_copy(&self, data: &[u8], len: u64, victim: ZoneId) -> Result<Option<Vec<Extent>>> {
-        let mut placed = Vec::new();
-        let mut done = 0u64;
-        while done < data.len() as u64 {
-            let taken = self.zones.lock().take(Lifetime::Extreme);
-            let (zone, wp) = match taken {
-                Ok(id) if id != victim => (id, self.zones.lock().slots[id as usize].wp),
-                Ok(id) => {
-                    self.zones.lock().release(id);
-                    return Ok(None);
-                }
-                Err(_) => return Ok(None),
-            };
-            let room = self.zones.lock().capacity - wp;
-            let n = room.min(data.len() as u64 - done);
-            let result = self
-                .dev
-                .write(zone, wp, &data[done as usize..(done + n) as usize], false)
-                .map_err(|e| self.zone_error(e));
-            {
-                let mut z = self.zones.lock();
-                let slot = &mut z.slots[zone as usize];
-                if result.is_ok() {
-                    slot.wp += n;
-                    slot.live += n;
-                }
-                z.release(zone);
-            }
-            self.zone_released.notify_all();
-            result?;
-            placed.push(Extent {
-                zone,
-                offset: wp,
-                len: n.min(len - done),
-            });
-            done += n;
-        }
-        Ok(Some(placed))
     }
 }
 
