@@ -6,7 +6,8 @@
 //! are consumed and no faster.
 //!
 //! Readers never see a reset zone: the collector holds the write lock of every file it moves
-//! from the copy until the new extents are swapped in, and resets the zone only after that.
+//! from the copy until the new extents are swapped in, and resets the zone only after the new
+//! extents are journaled.
 
 use super::file::FileState;
 use super::journal::{Extent, Record};
@@ -78,13 +79,16 @@ impl Inner {
             })
             .collect();
         self.dev.flush().map_err(|e| self.zone_error(e))?;
-        self.commit(&mut meta, &records)?;
         for (state, plan) in states.iter_mut().zip(plans) {
             state.extents = plan.clone();
             state.synced_extents = plan;
         }
-        self.zones.lock().slots[victim as usize].live = 0;
+        // NB: the file locks go before the commit, whose snapshot (when the journal rolls)
+        // reads every file's state. The copies are flushed, so a read of them is good now;
+        // the meta lock keeps every other journal change out until the commit is made.
         drop(states);
+        self.commit(&mut meta, &records)?;
+        self.zones.lock().slots[victim as usize].live = 0;
         drop(meta);
         self.reset_dead_zones()?;
         Ok(true)
