@@ -1,6 +1,6 @@
 //! [`ZoneFs`]: a file system whose files live as extents in the zones of one zoned device, so a
 //! tier's tables can live on a zoned SSD (ZenFS's design, written for tierkv). Format and
-//! contract: [`docs/zonefs.md`](../../../../docs/zonefs.md).
+//! contract: `docs/zonefs.md`.
 //!
 //! One directory of the base file system holds the device file ([`DEVICE_FILE`]); every other
 //! file of that directory lives in the device. Zones 0 and 1 hold the metadata journal
@@ -64,7 +64,8 @@ impl ZoneFsConfig {
     }
 }
 
-/// What a [`ZoneFs`] has done, for [`crate::Stats`].
+/// What the zone file system of a tier with `tables = "zones"` has done, for
+/// [`crate::Stats::zoned_tiers`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZoneFsStats {
     /// Bytes the engine appended to files.
