@@ -84,6 +84,8 @@ pub struct ZoneFsStats {
     pub zones_active: u64,
     /// Data zones written to capacity.
     pub zones_full: u64,
+    /// Bytes of data zones held by files not removed (LBA-rounded extents).
+    pub live_bytes: u64,
     /// Zones the garbage collector emptied.
     pub gc_zones_reclaimed: u64,
     /// Zone resets.
@@ -176,6 +178,7 @@ impl ZoneFs {
             zones_free: z.free() as u64,
             zones_active: z.active() as u64,
             zones_full: z.full() as u64,
+            live_bytes: z.slots.iter().map(|s| s.live).sum(),
             gc_zones_reclaimed: get(&c.gc_zones),
             resets: get(&c.resets),
         }
