@@ -11,6 +11,7 @@
 
 use super::file::FileState;
 use super::journal::{Extent, Record};
+use super::zones::ZoneUse;
 use super::{add, Inner};
 use crate::env::Lifetime;
 use crate::error::Result;
@@ -40,6 +41,10 @@ impl Inner {
     /// extents, or no zone can take the copies now.
     fn evacuate(&self, victim: ZoneId) -> Result<bool> {
         let mut meta = self.meta.lock();
+        // NB: the candidate list may be stale: the zone may have been reset and taken again.
+        if self.zones.lock().slots[victim as usize].state != ZoneUse::Full {
+            return Ok(false);
+        }
         let nodes: Vec<_> = meta
             .files
             .values()

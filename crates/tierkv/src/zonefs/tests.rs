@@ -307,3 +307,21 @@ fn geometry_too_small_for_the_journal_is_refused() {
         .unwrap();
     assert!(err.to_string().contains("too few"), "{err}");
 }
+
+#[test]
+fn a_failed_journal_write_stops_changes_until_reopen() {
+    let fs = FaultFs::new(9);
+    let g = geometry(4, 6);
+    let zfs = open(&fs, g);
+    write(&zfs, "kept", b"synced", Lifetime::Long).unwrap();
+    fs.fail_after(0, crate::env::FaultKind::Io, true);
+    assert!(zfs.create(&dir().join("lost")).is_err());
+    let again = zfs.create(&dir().join("later")).err().unwrap();
+    assert!(again.to_string().contains("reopen"), "{again}");
+    assert_eq!(read(&zfs, "kept"), b"synced", "reads go on");
+    drop(zfs);
+    let zfs = open(&fs, g);
+    assert_eq!(zfs.list_dir(&dir()).unwrap(), ["kept"]);
+    write(&zfs, "later", b"x", Lifetime::Long).unwrap();
+    assert_no_leaks(&zfs);
+}
