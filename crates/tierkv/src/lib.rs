@@ -190,6 +190,7 @@ pub(crate) mod version;
 pub(crate) mod vlog;
 pub(crate) mod wal;
 pub(crate) mod zoned;
+pub(crate) mod zonefs;
 
 pub use batch::{BatchIter, BatchOp, WriteBatch};
 pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};
@@ -199,9 +200,10 @@ pub use key::SeqNo;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
     OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
-    TableOptions, TierConfig, ValueOptions, ValuesMode, WalMode, WalOptions, WriteOptions,
-    MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
+    TableOptions, TierConfig, TierTables, ValueOptions, ValuesMode, WalMode, WalOptions,
+    WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use options::{HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;
 pub use stats::{HotTierStats, LevelStats, Stats, TierIo, TierStats, ZonedWalStats};
+pub use zonefs::ZoneFsStats;

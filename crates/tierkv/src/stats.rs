@@ -249,6 +249,9 @@ pub struct Stats {
     pub tier_io: Vec<TierIo>,
     /// The hot store's report, when it is on (`hot_tier = "slab"`).
     pub hot_tier: Option<HotTierStats>,
+    /// Each tier whose tables live on zones (`tables = "zones"`): its name and its zone file
+    /// system's report.
+    pub zoned_tiers: Vec<(String, crate::zonefs::ZoneFsStats)>,
     /// Split values: values written inline in the LSM (below `split_threshold`) since open.
     pub split_inline_items: u64,
     /// Split values: bytes of those values.
@@ -557,6 +560,26 @@ impl fmt::Display for Stats {
                 z.reserved_waits,
                 z.full_retries,
                 z.dummy_appends
+            )?;
+        }
+        for (tier, z) in &self.zoned_tiers {
+            write!(
+                f,
+                "\nzoned tier {tier}: zones {} free, {} active, {} full; written {} by the \
+                 engine, {} to zones ({} data, {} padding, {} GC, {} metadata), write \
+                 amplification {:.2}; GC reclaimed {} zones; {} resets",
+                z.zones_free,
+                z.zones_active,
+                z.zones_full,
+                human_bytes(z.engine_bytes),
+                human_bytes(z.data_bytes + z.gc_bytes + z.meta_bytes),
+                human_bytes(z.data_bytes),
+                human_bytes(z.padding_bytes),
+                human_bytes(z.gc_bytes),
+                human_bytes(z.meta_bytes),
+                z.write_amplification(),
+                z.gc_zones_reclaimed,
+                z.resets
             )?;
         }
         if self.split_inline_items + self.split_separated_items + self.vlog_file_bytes > 0 {

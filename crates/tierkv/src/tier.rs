@@ -10,7 +10,7 @@
 //! INVARIANT: `used` of a tier equals the sum of the sizes of live tables placed on it (updated
 //! when a table is installed or deleted), so placement decisions need no directory scans.
 
-use crate::env::{BufferedFile, Fs, IoTarget, RandomAccessFile, WritableFile};
+use crate::env::{BufferedFile, Fs, IoTarget, Lifetime, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::placement::ratelimit::{RateLimiter, REQUEST_BYTES};
@@ -274,16 +274,21 @@ impl Tiers {
         self.get(tier).dir.join(file_name(kind, number))
     }
 
-    /// Creates a file on `tier`, counting its bytes under `kind`.
+    /// Creates a file on `tier`, counting its bytes under `kind`, with the file system told
+    /// how long it is expected to live.
     pub fn create(
         &self,
         tier: TierId,
         path: &Path,
         kind: WriteKind,
         buffer: usize,
+        lifetime: Lifetime,
     ) -> Result<BufferedFile> {
         let name = &self.get(tier).name;
-        let inner = self.fs.create(path).map_err(|e| out_of_space(e, name))?;
+        let inner = self
+            .fs
+            .create_with_lifetime(path, lifetime)
+            .map_err(|e| out_of_space(e, name))?;
         let background = matches!(
             kind,
             WriteKind::Flush | WriteKind::Compaction | WriteKind::Migration
@@ -753,7 +758,9 @@ mod tests {
         };
         let piece = vec![7u8; 256 << 10];
         let write = |tiers: &Tiers, path: PathBuf, tier: TierId, kind: WriteKind, pieces: usize| {
-            let mut f = tiers.create(tier, &path, kind, 64 << 10).unwrap();
+            let mut f = tiers
+                .create(tier, &path, kind, 64 << 10, Lifetime::NotSet)
+                .unwrap();
             for _ in 0..pieces {
                 f.append(&piece).unwrap();
             }

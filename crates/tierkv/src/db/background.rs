@@ -607,7 +607,10 @@ impl<'a, 'b> TableSink<'a, 'b> {
         let number = (self.allocate)();
         let path = ctx.tiers.path(tier, FileKind::Table, number);
         self.created.push(path.clone());
-        let file = ctx.tiers.create(tier, &path, self.kind, 256 << 10)?;
+        let lifetime = crate::env::Lifetime::for_level(self.level);
+        let file = ctx
+            .tiers
+            .create(tier, &path, self.kind, 256 << 10, lifetime)?;
         Ok(OpenTable {
             builder: TableBuilder::new(file, ctx.opts.table.clone()),
             number,

@@ -10,6 +10,7 @@
 //! old table listed (the copy is an unlisted file, removed at the next open) or the new one.
 
 use super::{DbInner, State};
+use crate::env::Lifetime;
 use crate::error::Result;
 use crate::placement::auto::MigrationHint;
 use crate::placement::migrate::{self, FastRoom, Migration};
@@ -75,7 +76,7 @@ pub(super) fn run(db: &DbInner, m: &Migration) -> Result<()> {
 fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
     let from = db.tiers.path(m.file.tier, FileKind::Table, m.file.number);
     let to = db.tiers.path(m.to_tier, FileKind::Table, number);
-    let copied = copy_table(db, (m.file.tier, &from), (m.to_tier, &to));
+    let copied = copy_table(db, (m.file.tier, &from), (m.to_tier, &to), m.level);
     if let Err(e) = copied {
         let _ = db.tiers.fs().remove_file(&to);
         return Err(e);
@@ -93,9 +94,15 @@ fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
     Ok(())
 }
 
-/// Copies table `from` to a new file `to`, synced with its directory (each with its tier).
-fn copy_table(db: &DbInner, from: (TierId, &Path), to: (TierId, &Path)) -> Result<()> {
-    copy_file(db, from, to, &|| true)?;
+/// Copies table `from` of `level` to a new file `to`, synced with its directory (each with its
+/// tier).
+fn copy_table(
+    db: &DbInner,
+    from: (TierId, &Path),
+    to: (TierId, &Path),
+    level: usize,
+) -> Result<()> {
+    copy_file(db, from, to, Lifetime::for_level(level), &|| true)?;
     db.tiers.fs().sync_dir(&db.tiers.get(to.0).dir)
 }
 
@@ -106,13 +113,14 @@ pub(super) fn copy_file(
     db: &DbInner,
     from: (TierId, &Path),
     to: (TierId, &Path),
+    lifetime: Lifetime,
     keep_going: &dyn Fn() -> bool,
 ) -> Result<bool> {
     let ((from_tier, from), (tier, to)) = (from, to);
     let src = db.tiers.open_read(from_tier, from)?;
     let mut dst = db
         .tiers
-        .create(tier, to, WriteKind::Migration, COPY_CHUNK)?;
+        .create(tier, to, WriteKind::Migration, COPY_CHUNK, lifetime)?;
     let mut buf = vec![0u8; COPY_CHUNK];
     let mut offset = 0;
     while offset < src.size() {

@@ -103,6 +103,8 @@ pub(crate) struct DbInner {
     hot: Option<Arc<crate::hot::HotStore>>,
     /// SPLIT VALUES: the value log with `values = "split"` (`crate::vlog`), else `None`.
     vlog: Option<Arc<crate::vlog::ValueLog>>,
+    /// ZONED TABLES: each tier with `tables = "zones"` and its zone file system.
+    zoned: Vec<(String, Arc<crate::zonefs::ZoneFs>)>,
 }
 
 /// A live table file, as [`Db::live_files`] reports it.
@@ -631,6 +633,11 @@ impl DbInner {
             tier_io: self.io_report(),
             hot_tier: self.hot.as_ref().map(|h| h.stats()),
             zoned_wal: self.wal.zone_stats(),
+            zoned_tiers: self
+                .zoned
+                .iter()
+                .map(|(name, z)| (name.clone(), z.stats()))
+                .collect(),
             // SPLIT VALUES: the value log's counters (zero without one).
             ..self.vlog.as_ref().map(|v| v.stats()).unwrap_or_default()
         }

@@ -30,8 +30,10 @@ use std::sync::Arc;
 /// Name of the lock file on tier 0.
 pub const LOCK_FILE: &str = "LOCK";
 
-pub(super) fn open(opts: Options) -> Result<DbInner> {
+pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     opts.validate()?;
+    // ZONED TABLES: from here on `opts.fs` sends zoned tiers' files to their devices.
+    let zoned = crate::zonefs::route_zoned_tiers(&mut opts)?;
     check_tier_names(&opts)?;
     let fs = Arc::clone(&opts.fs);
     let dir0 = opts.tiers[0].path.clone();
@@ -150,6 +152,7 @@ pub(super) fn open(opts: Options) -> Result<DbInner> {
         _lock: lock,
         hot,
         vlog,
+        zoned,
         tiers,
         versions,
         opts,

@@ -96,7 +96,14 @@ pub(super) fn run(db: &DbInner, job: &ReplicaJob) -> Result<()> {
         };
         idle && db.replicas_welcome() && db.table_cache.has_replica(f.number)
     };
-    let copied = super::migrate::copy_file(db, (f.tier, &from), (TierId::FAST, &to), &wanted);
+    // NB: a replica lives until its table is compacted away or its room is wanted.
+    let copied = super::migrate::copy_file(
+        db,
+        (f.tier, &from),
+        (TierId::FAST, &to),
+        crate::env::Lifetime::Medium,
+        &wanted,
+    );
     let installed = match copied {
         Ok(true) => db.table_cache.finish_replica(f).unwrap_or(false),
         Ok(false) | Err(_) => false,

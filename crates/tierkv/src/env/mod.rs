@@ -36,6 +36,16 @@ use std::sync::Arc;
 pub trait Fs: Send + Sync + 'static {
     /// Creates `path` (truncating an existing file) and opens it for appending.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates `path` like [`Fs::create`], telling the file system how long the file is expected
+    /// to live, so that one which places data by lifetime (a zoned device) can group files that
+    /// die together. The default ignores the hint.
+    fn create_with_lifetime(
+        &self,
+        path: &Path,
+        _lifetime: Lifetime,
+    ) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens an existing file for appending at its end.
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens an existing file for positional reads.
@@ -67,6 +77,41 @@ pub trait Fs: Send + Sync + 'static {
     /// with written zeros to at least `len` bytes (so overwrites later change no block map).
     /// The extension is durable when this returns; the caller syncs the directory.
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>>;
+    /// The file system under this one when this one only routes some directories elsewhere
+    /// (a database with zoned tiers): a reopen routes again from there instead of stacking a
+    /// second router. `None` by default.
+    fn unrouted(&self) -> Option<Arc<dyn Fs>> {
+        None
+    }
+}
+
+/// How long a new file is expected to live, shortest first (the write-lifetime hints of NVMe
+/// and Linux's `F_SET_RW_HINT`). The engine gives the WAL `Short`, tables of L0 and L1
+/// `Medium`, L2 `Long` and deeper levels `Extreme`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Lifetime {
+    /// No hint.
+    #[default]
+    NotSet,
+    /// Rewritten soon (a WAL).
+    Short,
+    /// Upper LSM levels, compacted often.
+    Medium,
+    /// A middle level.
+    Long,
+    /// The deepest levels, rewritten rarely.
+    Extreme,
+}
+
+impl Lifetime {
+    /// The hint for a table written to LSM level `level`.
+    pub fn for_level(level: usize) -> Lifetime {
+        match level {
+            0 | 1 => Lifetime::Medium,
+            2 => Lifetime::Long,
+            _ => Lifetime::Extreme,
+        }
+    }
 }
 
 /// A file of fixed size written in place at chosen offsets, shared between threads: the

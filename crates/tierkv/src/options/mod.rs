@@ -52,10 +52,41 @@ pub struct TierConfig {
     /// helps when the block cache is small.
     #[serde(default)]
     pub direct_reads: bool,
+    /// Where the tier's tables live: files of its directory (the default), or extents in the
+    /// zones of an emulated zoned device kept in that directory (`tables = "zones"`; see
+    /// `docs/zonefs.md`). Not on tier 0, whose WAL and MANIFEST must stay files.
+    #[serde(default)]
+    pub tables: TierTables,
+    /// With `tables = "zones"`: bytes of each zone. Default 64 MiB; a multiple of 4 KiB.
+    #[serde(default = "default_zone_size", deserialize_with = "toml_file::de_size")]
+    pub zone_size: u64,
+    /// With `tables = "zones"`: zones of the device, two of them for its metadata journal.
+    /// Default 64; at least 4.
+    #[serde(default = "default_zones")]
+    pub zones: u32,
+}
+
+/// Where a tier keeps its tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TierTables {
+    /// Files of the tier's directory.
+    #[default]
+    Files,
+    /// Extents in the zones of an emulated zoned device in the tier's directory.
+    Zones,
 }
 
 fn unlimited() -> u64 {
     u64::MAX
+}
+
+fn default_zone_size() -> u64 {
+    64 << 20
+}
+
+fn default_zones() -> u32 {
+    64
 }
 
 impl TierConfig {
@@ -66,7 +97,25 @@ impl TierConfig {
             path: path.into(),
             capacity: u64::MAX,
             direct_reads: false,
+            tables: TierTables::Files,
+            zone_size: default_zone_size(),
+            zones: default_zones(),
         }
+    }
+
+    /// Keeps this tier's tables in `zones` zones of `zone_size` bytes of an emulated zoned
+    /// device (see [`TierConfig::tables`]).
+    pub fn with_zoned_tables(mut self, zone_size: u64, zones: u32) -> Self {
+        self.tables = TierTables::Zones;
+        self.zone_size = zone_size;
+        self.zones = zones;
+        self
+    }
+
+    /// The zoned device's geometry, for a tier with `tables = "zones"`.
+    pub(crate) fn zone_geometry(&self) -> Option<crate::zoned::Geometry> {
+        (self.tables == TierTables::Zones)
+            .then(|| crate::zoned::Geometry::new(self.zone_size, self.zones))
     }
 
     /// Reads this tier's tables with `O_DIRECT` (see [`TierConfig::direct_reads`]).
@@ -235,6 +284,7 @@ impl Options {
                     t.path.display()
                 )));
             }
+            self.validate_zoned_tables(i, t)?;
         }
         let reserve = self.wal_reserve();
         let tables = 2 * self
@@ -258,6 +308,37 @@ impl Options {
                      two tables ({tables} bytes)"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks a tier's `tables = "zones"` settings.
+    fn validate_zoned_tables(&self, i: usize, t: &TierConfig) -> Result<()> {
+        let Some(g) = t.zone_geometry() else {
+            return Ok(());
+        };
+        if i == 0 {
+            return Err(Error::invalid(
+                "option tiers[0].tables = \"zones\": tier 0 holds the WAL, MANIFEST, CURRENT \
+                 and LOCK, which must stay files; put a later tier's tables on zones",
+            ));
+        }
+        crate::zonefs::validate_geometry(&g, &t.path.join(crate::zonefs::DEVICE_FILE)).map_err(
+            |e| {
+                Error::invalid(format!(
+                    "option tiers[{i}] (tier '{}') zone_size = {}, zones = {}: {e}",
+                    t.name, t.zone_size, t.zones
+                ))
+            },
+        )?;
+        if t.capacity != u64::MAX && t.capacity > crate::zonefs::data_capacity(&g) {
+            return Err(Error::invalid(format!(
+                "option tiers[{i}].capacity = {} is more than the zoned device holds ({} bytes \
+                 in {} data zones); leave it unset to use the whole device",
+                t.capacity,
+                crate::zonefs::data_capacity(&g),
+                g.zones - 2
+            )));
         }
         Ok(())
     }

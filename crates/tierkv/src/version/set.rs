@@ -296,9 +296,13 @@ impl VersionSet {
     fn start_manifest(&self, mut edit: VersionEdit) -> Result<Manifest> {
         let number = self.new_file_number();
         let path = self.tiers.path(TierId::FAST, FileKind::Manifest, number);
-        let file = self
-            .tiers
-            .create(TierId::FAST, &path, WriteKind::Meta, 64 << 10)?;
+        let file = self.tiers.create(
+            TierId::FAST,
+            &path,
+            WriteKind::Meta,
+            64 << 10,
+            crate::env::Lifetime::Medium,
+        )?;
         let mut writer = LogWriter::new(file, path);
         let base = self.current();
         let version = self.apply_edit(&base, &edit)?;

@@ -233,7 +233,13 @@ impl GroupWal {
 fn create_log(tiers: &Tiers, number: u64, preallocation: u64) -> Result<LogWriter> {
     let path = tiers.path(TierId::FAST, FileKind::Wal, number);
     let file = tiers
-        .create(TierId::FAST, &path, WriteKind::Wal, WAL_BUFFER)?
+        .create(
+            TierId::FAST,
+            &path,
+            WriteKind::Wal,
+            WAL_BUFFER,
+            crate::env::Lifetime::Short,
+        )?
         .with_preallocation(preallocation);
     Ok(LogWriter::new(file, path))
 }
