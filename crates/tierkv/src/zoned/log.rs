@@ -75,6 +75,9 @@ struct Pool {
     /// Where each finished zone's data ends (learned by the dummy append), oldest first.
     extents: Vec<(ZoneId, u64)>,
     stop: bool,
+    /// Why zone work failed (a finish or reset the device refused): the log can no longer
+    /// promise a next zone, so writers that need one fail instead of waiting for ever.
+    failed: Option<String>,
 }
 
 /// A log spread over zones of a device, written by zone append.
@@ -142,6 +145,7 @@ impl ZoneLog {
                 released: VecDeque::new(),
                 extents: Vec::new(),
                 stop: false,
+                failed: None,
             }),
             work: Condvar::new(),
             ready: Condvar::new(),
@@ -188,10 +192,32 @@ impl ZoneLog {
                 Err(ZoneError::ZoneFull { .. }) => {
                     self.stats.full_retries.fetch_add(1, Ordering::Relaxed);
                     self.replace(zone, true);
+                    self.check_usable()?;
                 }
                 Err(e) => return Err(e.into_error(&self.path)),
             }
         }
+    }
+
+    /// An error once zone work failed or the log stopped: no next zone will come.
+    fn check_usable(&self) -> Result<()> {
+        let pool = self.pool.lock();
+        let why = match (&pool.failed, pool.stop) {
+            (Some(why), _) => why.clone(),
+            (None, true) => "the zone log is stopped".to_string(),
+            (None, false) => return Ok(()),
+        };
+        Err(Error::io(
+            "zone",
+            self.path.clone(),
+            std::io::Error::other(why),
+        ))
+    }
+
+    /// Records that zone work failed and wakes every waiting writer, which then fails.
+    fn fail(&self, pool: &mut Pool, why: String) {
+        pool.failed.get_or_insert(why);
+        self.ready.notify_all();
     }
 
     /// Writes `data`, tagged `tag`, at the active zone's write pointer; returns the zone and
@@ -210,6 +236,7 @@ impl ZoneLog {
             if at + data.len() as u64 > capacity {
                 self.stats.full_retries.fetch_add(1, Ordering::Relaxed);
                 self.replace(zone, true);
+                self.check_usable()?;
                 continue;
             }
             self.dev
@@ -235,7 +262,7 @@ impl ZoneLog {
         {
             if wait {
                 let mut pool = self.pool.lock();
-                while self.active() == old && !pool.stop {
+                while self.active() == old && !pool.stop && pool.failed.is_none() {
                     self.ready.wait(&mut pool);
                 }
             }
@@ -271,7 +298,7 @@ impl ZoneLog {
                 pool.done.push_back(old);
                 return Some(z);
             }
-            if pool.stop {
+            if pool.stop || pool.failed.is_some() {
                 return None;
             }
             if !waited {
@@ -290,11 +317,12 @@ impl ZoneLog {
         pool: &mut parking_lot::MutexGuard<'_, Pool>,
         old: ZoneId,
     ) -> Option<ZoneId> {
-        if let Some(end) = self.finish(old) {
-            if self.obsolete(old) {
-                pool.released.push_back(old);
-            } else {
-                pool.extents.push((old, end));
+        match self.finish(old) {
+            Some(_) if self.obsolete(old) => pool.released.push_back(old),
+            Some(end) => pool.extents.push((old, end)),
+            None => {
+                self.fail(pool, format!("finishing zone {old} failed"));
+                return None;
             }
         }
         let mut waited = false;
@@ -307,9 +335,10 @@ impl ZoneLog {
                     self.tags[z as usize].store(0, Ordering::Release);
                     return Some(z);
                 }
-                continue;
+                self.fail(pool, format!("resetting zone {z} failed"));
+                return None;
             }
-            if pool.stop {
+            if pool.stop || pool.failed.is_some() {
                 return None;
             }
             if !waited {
@@ -377,7 +406,7 @@ impl ZoneLog {
                 match end {
                     Some(_) if self.obsolete(zone) => pool.released.push_back(zone),
                     Some(end) => pool.extents.push((zone, end)),
-                    None => {}
+                    None => self.fail(&mut pool, format!("finishing zone {zone} failed")),
                 }
                 continue;
             }
@@ -397,6 +426,8 @@ impl ZoneLog {
                 if reset {
                     pool.reserved.push_back(zone);
                     self.ready.notify_all();
+                } else {
+                    self.fail(&mut pool, format!("resetting zone {zone} failed"));
                 }
                 continue;
             }
