@@ -15,6 +15,8 @@
 #   kill -9 (tests/kill.rs)             a child writing with Sync, SIGKILLed 8 times per run, in
 #                                       each WAL variant (group, parallel io_uring, parallel pwrite)
 #                                       and with the hot store on
+# CAMPAIGN_VARIANTS="append zoned" limits the kill runs to those variants, and CAMPAIGN_SWEEPS=0
+# skips the simulated sweeps (a kill-only campaign, to add kills where a variant has fewer).
 # A failing run's seed and output are kept in $CAMPAIGN_DIR (default target/crash-campaign).
 # With TIERKV_CAMPAIGN_BIN=DIR the test binaries are taken from DIR (crash-*, parallel_wal-*,
 # kill-*) instead of being built, e.g. to run a campaign on a machine without Rust.
@@ -44,6 +46,9 @@ crashes=0 pwal_crashes=0 acked=0 violations=0 iterations=0
 declare -A kills=() kill_acked=()
 end=$(($(date +%s) + secs))
 seed=${TIERKV_CAMPAIGN_SEED:-$(date +%s)}
+all_variants="group parallel_uring parallel_pwrite hot_tier append zoned split_values"
+variants=${CAMPAIGN_VARIANTS:-$all_variants}
+sweeps=${CAMPAIGN_SWEEPS:-1}
 
 # Runs one suite; on failure keeps its output and counts a violation.
 run() { # name command...
@@ -60,21 +65,23 @@ run() { # name command...
 while [ "$(date +%s)" -lt "$end" ]; do
     iterations=$((iterations + 1))
 
-    run crash env TIERKV_CRASH_SEED="$seed" "$crash_bin" crash_sweep --nocapture --test-threads 2
-    # "N crash points x K crash kinds": each point crashes once per kind.
-    n=$(sed -n 's/.* \([0-9]*\) crash points x \([0-9]*\) crash kinds.*/\1 \2/p' "$out/last.log" |
-        awk '{ s += $1 * $2 } END { print s + 0 }')
-    crashes=$((crashes + n))
+    if [ "$sweeps" != 0 ]; then
+        run crash env TIERKV_CRASH_SEED="$seed" "$crash_bin" crash_sweep --nocapture --test-threads 2
+        # "N crash points x K crash kinds": each point crashes once per kind.
+        n=$(sed -n 's/.* \([0-9]*\) crash points x \([0-9]*\) crash kinds.*/\1 \2/p' "$out/last.log" |
+            awk '{ s += $1 * $2 } END { print s + 0 }')
+        crashes=$((crashes + n))
 
-    # Each iteration moves the parallel-WAL sweeps' seeds past every earlier iteration's.
-    run parallel_wal env TIERKV_PWAL_SEED_OFFSET=$(((seed % 100000) * 100000)) \
-        "$pwal_bin" crash_with --nocapture --test-threads 2
-    read -r c a < <(sed -n 's/.*: \([0-9]*\) cases, \([0-9]*\) acknowledged writes checked.*/\1 \2/p' "$out/last.log" |
-        awk '{ c += $1; a += $2 } END { print c + 0, a + 0 }')
-    pwal_crashes=$((pwal_crashes + c))
-    acked=$((acked + a))
+        # Each iteration moves the parallel-WAL sweeps' seeds past every earlier iteration's.
+        run parallel_wal env TIERKV_PWAL_SEED_OFFSET=$(((seed % 100000) * 100000)) \
+            "$pwal_bin" crash_with --nocapture --test-threads 2
+        read -r c a < <(sed -n 's/.*: \([0-9]*\) cases, \([0-9]*\) acknowledged writes checked.*/\1 \2/p' "$out/last.log" |
+            awk '{ c += $1; a += $2 } END { print c + 0, a + 0 }')
+        pwal_crashes=$((pwal_crashes + c))
+        acked=$((acked + a))
+    fi
 
-    for variant in group parallel_uring parallel_pwrite hot_tier append zoned split_values; do
+    for variant in $variants; do
         run "kill-$variant" env TIERKV_KILL_SEED="$seed" "$kill_bin" --exact \
             "acknowledged_writes_survive_sigkill_$variant" --nocapture
         k=$(grep -c '^round [0-9]* (' "$out/last.log")
@@ -93,7 +100,7 @@ echo
 echo "== crash campaign: $iterations iterations in ${secs} s"
 echo "crashes simulated, group-commit WAL sweeps: $crashes"
 echo "crashes simulated, parallel-WAL sweeps:     $pwal_crashes"
-for variant in group parallel_uring parallel_pwrite hot_tier append zoned split_values; do
+for variant in $variants; do
     echo "kills ($variant): ${kills[$variant]:-0}, writes acknowledged before them: ${kill_acked[$variant]:-0}"
 done
 echo "acknowledged writes checked: $acked"
