@@ -76,6 +76,8 @@ enum Job {
     Compaction(CompactionTask),
     Migration(placement::migrate::Migration),
     Replica(super::replica::ReplicaJob),
+    /// Copies popular objects from the LSM into the hot store; holds the flush slot.
+    Promotion,
 }
 
 /// The loop of one background thread.
@@ -86,6 +88,7 @@ pub(super) fn worker(db: &DbInner) {
             Job::Compaction(task) => run_compaction(db, task),
             Job::Migration(m) => super::migrate::run(db, m),
             Job::Replica(r) => super::replica::run(db, r),
+            Job::Promotion => super::hot::promote(db),
         };
         finish_job(db, &job, result);
     }
@@ -108,6 +111,11 @@ fn next_job(db: &DbInner) -> Option<Job> {
                     // took long enough for them to fill.
                     set_thread_nice(0);
                     return Some(Job::Flush(mem));
+                }
+                // Hot tier hook: promotions write the store, whose only writer is the flush.
+                if db.hot_promotion_due() {
+                    state.flush_running = true;
+                    return Some(Job::Promotion);
                 }
             }
             // NB: with two or more workers one is always left for flushes, so a flush never
@@ -168,7 +176,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
     {
         let mut state = db.state.lock();
         match job {
-            Job::Flush(_) => state.flush_running = false,
+            Job::Flush(_) | Job::Promotion => state.flush_running = false,
             Job::Compaction(task) => state.release(task),
             Job::Migration(m) => {
                 state.compactions_running -= 1;

@@ -19,6 +19,7 @@
 //!   correctly among L0's (by largest sequence).
 
 pub(crate) mod msc;
+pub(crate) mod promote;
 pub(crate) mod slab;
 pub(crate) mod tracker;
 
@@ -146,6 +147,8 @@ pub(crate) struct HotStore {
     pending: Mutex<Pending>,
     /// Per-key popularity.
     pub tracker: Tracker,
+    /// The promotion schedule and its candidates.
+    pub promoter: promote::Promoter,
     opts: HotTierOptions,
     pub counters: HotCounters,
     read_only: bool,
@@ -269,6 +272,7 @@ impl HotStore {
             index: RwLock::new(index),
             pending: Mutex::new(pending),
             tracker: Tracker::new(tracked.max(MIN_TRACKED)),
+            promoter: promote::Promoter::new(opts),
             opts: opts.clone(),
             counters: HotCounters::default(),
             read_only,
@@ -303,7 +307,90 @@ impl HotStore {
         drop(index);
         self.tracker.touch(user_key);
         self.counters.reads_hot.fetch_add(1, Ordering::Relaxed);
+        self.observe_reads();
         Ok(Some(answer))
+    }
+
+    /// Counts a point read the LSM answered.
+    pub fn count_lsm_read(&self) {
+        self.counters.reads_lsm.fetch_add(1, Ordering::Relaxed);
+        self.observe_reads();
+    }
+
+    /// Feeds the read counts to the promotion schedule.
+    fn observe_reads(&self) {
+        let c = &self.counters;
+        let hot = c.reads_hot.load(Ordering::Relaxed);
+        let reads = hot + c.reads_lsm.load(Ordering::Relaxed);
+        self.promoter.observe(reads, hot);
+    }
+
+    /// Offers an object a point read found in a table below L0 for promotion: taken while an
+    /// epoch runs if the tracker holds its key at the hottest clock value (the mapper decides
+    /// in the job) and it fits a slot. Returns true once a batch waits for the job.
+    pub fn offer_promotion(&self, user_key: &[u8], seq: SeqNo, value: &[u8]) -> bool {
+        if self.read_only || !self.promoter.promoting() {
+            return false;
+        }
+        if self.tracker.clock(user_key) != Some(tracker::MAX_CLOCK)
+            || slab::class_for(user_key.len(), value.len()).is_none()
+        {
+            return false;
+        }
+        self.promoter.offer(user_key, seq, value)
+    }
+
+    /// Copies `objects` (user key, sequence, value: each the newest version of its key, which
+    /// the caller checked against the memtables' flush order and the LSM) into the store as
+    /// single versions at their own sequence numbers, for the popular ones among them with no
+    /// version here, while the store is within its budget. Runs as a job like a flush's (the
+    /// journal first), with the marker's lowest sequence at its maximum: the copies are of
+    /// durable data, so recovery keeps them whatever the MANIFEST says. Returns how many
+    /// were promoted.
+    pub fn promote(&self, objects: Vec<promote::Candidate>, log_number: u64) -> Result<u64> {
+        let mut rng = rand::thread_rng();
+        let mut writes: Vec<(Loc, Vec<u8>)> = Vec::new();
+        let mut publish = Vec::new();
+        {
+            let mut index = self.index.write();
+            let mapper = self.mapper(&index);
+            for (user_key, seq, value) in objects {
+                let popular = mapper.is_popular(self.tracker.clock(&user_key), rng.gen());
+                let Some(class) = slab::class_for(user_key.len(), value.len()) else {
+                    continue;
+                };
+                let fits = index.bytes + CLASS_SIZES[class] as u64 <= self.opts.budget;
+                if !popular || !fits || index.map.contains_key(&user_key) {
+                    continue;
+                }
+                let loc = index.alloc(class);
+                writes.push((
+                    loc,
+                    slab::encode_slot(seq, SlotKind::Value, &user_key, &value),
+                ));
+                let kind = SlotKind::Value;
+                publish.push((user_key, HotVersion { seq, kind, loc }));
+            }
+        }
+        if publish.is_empty() {
+            return Ok(0);
+        }
+        // NB: slots freed earlier are cleared first; a reused one then gets its new contents.
+        let clears = std::mem::take(&mut self.pending.lock().clears);
+        let mut job: Vec<(Loc, Vec<u8>)> =
+            clears.into_iter().map(|l| (l, CLEAR.to_vec())).collect();
+        job.extend(writes);
+        self.run_job(log_number, SeqNo::MAX, job)?;
+        let promoted = publish.len() as u64;
+        let mut index = self.index.write();
+        for (user_key, v) in publish {
+            index.map.insert(user_key, vec![v]);
+        }
+        drop(index);
+        self.counters
+            .promotions
+            .fetch_add(promoted, Ordering::Relaxed);
+        Ok(promoted)
     }
 
     /// Reads version `v` of `user_key` (the index lock held, so its slot is not reused).
@@ -571,14 +658,31 @@ impl HotStore {
 
     /// Whether the store has passed its high watermark.
     pub fn over_budget(&self) -> bool {
-        self.index.read().bytes as f64 > self.opts.budget as f64 * HIGH_WATERMARK
+        self.over_budget_with(0)
     }
 
-    /// Plans a demotion down to the low watermark. `ranges` are the candidates: the upper
+    /// Whether the store would pass its high watermark with `room` more bytes.
+    pub fn over_budget_with(&self, room: u64) -> bool {
+        (self.index.read().bytes + room) as f64 > self.opts.budget as f64 * HIGH_WATERMARK
+    }
+
+    /// Bytes of slots promoting `objects` would take (the ones not in the store).
+    pub fn promotion_room(&self, objects: &[promote::Candidate]) -> u64 {
+        let index = self.index.read();
+        objects
+            .iter()
+            .filter(|(k, _, _)| !index.map.contains_key(k))
+            .filter_map(|(k, _, v)| slab::class_for(k.len(), v.len()))
+            .map(|class| CLASS_SIZES[class] as u64)
+            .sum()
+    }
+
+    /// Plans a demotion down to the low watermark, less `room` bytes kept free for a
+    /// promotion. `ranges` are the candidates: the upper
     /// bounds (inclusive) of the capacity tier's tables in key order, with their entry
     /// counts; the last range is unbounded above. Popular keys stay, unless nothing else
     /// can go. Keys with versions kept for snapshots stay.
-    pub fn plan_demotion(&self, bounds: &[(Vec<u8>, u64)]) -> Result<Option<Demotion>> {
+    pub fn plan_demotion(&self, bounds: &[(Vec<u8>, u64)], room: u64) -> Result<Option<Demotion>> {
         // NB: ranges must be non-empty: strictly increasing bounds only.
         let mut sorted: Vec<(Vec<u8>, u64)> = Vec::with_capacity(bounds.len());
         for b in bounds {
@@ -591,7 +695,7 @@ impl HotStore {
         // `commit` takes them the other way round.
         let mut cursor = self.pending.lock().cursor;
         let index = self.index.read();
-        let target = (self.opts.budget as f64 * LOW_WATERMARK) as u64;
+        let target = ((self.opts.budget as f64 * LOW_WATERMARK) as u64).saturating_sub(room);
         if index.bytes <= target {
             return Ok(None);
         }
