@@ -17,6 +17,9 @@
 //! - Demotion writes the demoted objects into an L0 table, installs it, then clears their
 //!   slots; every hot version is older than any unflushed write, so the table is ordered
 //!   correctly among L0's (by largest sequence).
+//! - Promotion copies popular objects read from below L0 back into the store at their own
+//!   sequence numbers, once checked to be their key's newest version (`promote`, and
+//!   `db::hot`); its job is journalled like a flush's.
 
 pub(crate) mod msc;
 pub(crate) mod promote;
