@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, FaultKind};
-use tierkv::{Db, HotTier, Options, ReadOptions, WriteOptions};
+use tierkv::{Db, HotTier, Options, Preset, ReadOptions, WriteOptions};
 
 /// Keys that fill the store, and the keys that end up in the tables and get read.
 const FILL: u32 = 400;
@@ -208,6 +208,32 @@ fn a_candidate_superseded_before_the_job_runs_is_not_promoted() {
     for k in few {
         assert_eq!(get(&db, k).as_ref(), model.get(k), "{k:?}");
     }
+    for (k, v) in &model {
+        assert_eq!(get(&db, k).as_ref(), Some(v), "{k:?}");
+    }
+}
+
+#[test]
+fn the_prismdb_preset_keeps_small_objects_in_the_store_and_the_lsm_on_the_capacity_tier() {
+    let fs = FaultFs::new(24);
+    let opts = tiny()
+        .fault_tiers()
+        .preset(Preset::PrismDb)
+        .hot_budget(64 << 10)
+        .fs(fs.clone())
+        .build()
+        .unwrap();
+    let db = Db::open(opts.clone()).unwrap();
+    let model = load(&db);
+    let s = db.stats();
+    let hot = s.hot_tier.clone().unwrap();
+    assert!(hot.objects > 100 && hot.bytes <= 64 << 10, "{hot:?}");
+    // Every table is on the capacity tier: the fast tier holds WAL, MANIFEST and slabs.
+    let files = db.live_files();
+    assert!(!files.is_empty());
+    assert!(files.iter().all(|f| f.tier == "capacity"), "{files:?}");
+    drop(db);
+    let db = Db::open(opts).unwrap();
     for (k, v) in &model {
         assert_eq!(get(&db, k).as_ref(), Some(v), "{k:?}");
     }

@@ -7,6 +7,7 @@
 //! them by name ([`OPTION_NAMES`] maps each name to its group and field).
 
 mod groups;
+mod presets;
 mod toml_file;
 
 pub use groups::{
@@ -14,6 +15,7 @@ pub use groups::{
     TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
 };
 pub use groups::{HotTier, HotTierOptions, MscPolicy};
+pub use presets::Preset;
 pub use toml_file::parse_size;
 
 use crate::env::{Fs, PosixFs};
