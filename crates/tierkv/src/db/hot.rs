@@ -131,8 +131,30 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
         return Ok(None);
     };
     let needed = |lo, hi| db.snapshot_in(lo, hi);
-    let rest = hot.absorb(&mut mem.iter(), db.versions.log_number(), &needed)?;
+    let version = db.versions.current();
+    let on_capacity = |k: &[u8]| may_be_on_capacity(db, &version, k);
+    let rest = hot.absorb_with(
+        &mut mem.iter(),
+        db.versions.log_number(),
+        &needed,
+        &on_capacity,
+    )?;
     Ok(Some(VecIter::new(rest)))
+}
+
+/// Whether the deepest non-empty level (the capacity tier's large sorted runs) may hold
+/// `user_key`: its table whose range covers the key has it in its filter. An error reading
+/// the table answers no: the answer only weighs MSC's cost.
+fn may_be_on_capacity(db: &DbInner, version: &Version, user_key: &[u8]) -> bool {
+    let Some(level) = version.levels.iter().skip(1).rev().find(|l| !l.is_empty()) else {
+        return false;
+    };
+    let i = level.partition_point(|f| f.largest_user() < user_key);
+    level
+        .get(i)
+        .filter(|f| f.contains(user_key))
+        .and_then(|f| db.table_cache.get(f).ok())
+        .is_some_and(|t| t.may_contain(user_key))
 }
 
 /// After a flush's MANIFEST edit: frees what it superseded and demotes if the store is over

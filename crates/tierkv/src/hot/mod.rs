@@ -21,6 +21,7 @@
 //!   sequence numbers, once checked to be their key's newest version (`promote`, and
 //!   `db::hot`); its job is journalled like a flush's.
 
+pub(crate) mod buckets;
 pub(crate) mod msc;
 pub(crate) mod promote;
 pub(crate) mod slab;
@@ -69,6 +70,9 @@ pub(crate) struct HotVersion {
     pub seq: SeqNo,
     pub kind: SlotKind,
     pub loc: Loc,
+    /// Whether the key also has a version in the capacity tier's tables (as far as known
+    /// when it entered the store; the same for all its versions). In memory only.
+    pub overlaps: bool,
 }
 
 /// The DRAM index and slot allocation.
@@ -152,6 +156,8 @@ pub(crate) struct HotStore {
     pub tracker: Tracker,
     /// The promotion schedule and its candidates.
     pub promoter: promote::Promoter,
+    /// MSC's per-bucket counters (locked after `index`, never before).
+    buckets: Mutex<buckets::Buckets>,
     opts: HotTierOptions,
     pub counters: HotCounters,
     read_only: bool,
@@ -246,6 +252,8 @@ impl HotStore {
                             seq: s.seq,
                             kind: s.kind,
                             loc,
+                            // NB: not known after a restart; counted as no overlap.
+                            overlaps: false,
                         };
                         let versions = index.map.entry(s.key).or_default();
                         // NB: after a restart no snapshot is live: only the newest counts.
@@ -276,6 +284,7 @@ impl HotStore {
             pending: Mutex::new(pending),
             tracker: Tracker::new(tracked.max(MIN_TRACKED)),
             promoter: promote::Promoter::new(opts),
+            buckets: Mutex::new(buckets::Buckets::default()),
             opts: opts.clone(),
             counters: HotCounters::default(),
             read_only,
@@ -372,7 +381,16 @@ impl HotStore {
                     slab::encode_slot(seq, SlotKind::Value, &user_key, &value),
                 ));
                 let kind = SlotKind::Value;
-                publish.push((user_key, HotVersion { seq, kind, loc }));
+                let overlaps = true;
+                publish.push((
+                    user_key,
+                    HotVersion {
+                        seq,
+                        kind,
+                        loc,
+                        overlaps,
+                    },
+                ));
             }
         }
         if publish.is_empty() {
@@ -386,9 +404,12 @@ impl HotStore {
         self.run_job(log_number, SeqNo::MAX, job)?;
         let promoted = publish.len() as u64;
         let mut index = self.index.write();
+        let mut buckets = self.buckets.lock();
         for (user_key, v) in publish {
+            buckets.add(&user_key, v.overlaps);
             index.map.insert(user_key, vec![v]);
         }
+        drop(buckets);
         drop(index);
         self.counters
             .promotions
@@ -520,6 +541,18 @@ impl HotStore {
         log_number: u64,
         needed: &dyn Fn(SeqNo, SeqNo) -> bool,
     ) -> Result<Entries> {
+        self.absorb_with(iter, log_number, needed, &|_| false)
+    }
+
+    /// [`HotStore::absorb`], with `on_capacity(key)` saying whether a key new to the store
+    /// may also have a version in the capacity tier's tables (for MSC's overlap counters).
+    pub fn absorb_with(
+        &self,
+        iter: &mut dyn InternalIterator,
+        log_number: u64,
+        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
+        on_capacity: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Entries> {
         // Group the entries by user key, newest first within a key.
         let mut groups: Vec<(Vec<u8>, Vec<MemVersion>)> = Vec::new();
         let mut lowest = SeqNo::MAX;
@@ -566,6 +599,7 @@ impl HotStore {
                 }
                 continue;
             }
+            let overlaps = !in_store && on_capacity(&user_key);
             // Oldest first; an older memtable version only if a snapshot reads it.
             let seqs: Vec<SeqNo> = versions.iter().map(|v| v.0).collect();
             for (i, (seq, kind, value)) in versions.into_iter().enumerate().rev() {
@@ -599,6 +633,7 @@ impl HotStore {
                     seq,
                     kind: slot_kind,
                     loc,
+                    overlaps,
                 };
                 publish.push((user_key.clone(), v));
             }
@@ -616,6 +651,11 @@ impl HotStore {
     fn publish(&self, user_key: Vec<u8>, v: HotVersion, needed: &dyn Fn(SeqNo, SeqNo) -> bool) {
         let mut index = self.index.write();
         let versions = index.map.entry(user_key.clone()).or_default();
+        let mut v = v;
+        match versions.first() {
+            Some(newest) => v.overlaps = newest.overlaps,
+            None => self.buckets.lock().add(&user_key, v.overlaps),
+        }
         versions.insert(0, v);
         let freed = gc_versions(versions, needed);
         let retained = versions.len() > 1;
@@ -703,6 +743,23 @@ impl HotStore {
             return Ok(None);
         }
         let mapper = self.mapper(&index);
+        let bucket_bounds: Vec<Vec<u8>> = bounds.iter().map(|b| b.0.clone()).collect();
+        let mut buckets = self.buckets.lock();
+        if !buckets.has_bounds(&bucket_bounds) {
+            // Compaction changed the capacity tier's tables: recount in one pass.
+            let keys = index
+                .map
+                .iter()
+                .map(|(k, vs)| (k.as_slice(), vs[0].overlaps));
+            *buckets = buckets::Buckets::count(bucket_bounds, keys);
+        } else if cfg!(debug_assertions) {
+            // The counters moved with every key in and out: they match a recount.
+            let keys = index
+                .map
+                .iter()
+                .map(|(k, vs)| (k.as_slice(), vs[0].overlaps));
+            assert_eq!(*buckets, buckets::Buckets::count(bucket_bounds, keys));
+        }
         let mut rng = rand::thread_rng();
         // Range i: keys above bound i-1, up to bound i (the last one unbounded).
         let n = bounds.len() + 1;
@@ -728,12 +785,16 @@ impl HotStore {
                     break;
                 }
                 let mut stats = |i: usize| {
+                    // F's denominator and o from the bucket's counters; the clocks change
+                    // with every read, so benefit and p are read off the range's keys.
+                    let (fast_objects, overlap) = buckets.counts(i);
                     let mut r = msc::RangeStats {
                         flash_objects: bounds.get(i).map_or(0, |b| b.1),
+                        fast_objects,
+                        overlap,
                         ..Default::default()
                     };
                     for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
-                        r.fast_objects += 1;
                         let clock = self.tracker.clock(k);
                         r.coldness += tracker::coldness(clock);
                         if keep_popular && vs.len() == 1 && mapper.is_popular(clock, 0.5) {
@@ -763,6 +824,7 @@ impl HotStore {
                 }
             }
         }
+        drop(buckets);
         drop(index);
         self.pending.lock().cursor = cursor;
         // NB: the slots are read under the index lock, so none is reused meanwhile.
@@ -808,7 +870,9 @@ impl HotStore {
                 if !same {
                     continue;
                 }
-                index.map.remove(&k);
+                if let Some(vs) = index.map.remove(&k) {
+                    self.buckets.lock().remove(&k, vs[0].overlaps);
+                }
                 index.drop_version(loc);
                 cleared.push(loc);
             }
