@@ -139,6 +139,7 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
         &needed,
         &on_capacity,
     )?;
+    charge_slabs(db, hot);
     Ok(Some(VecIter::new(rest)))
 }
 
@@ -211,7 +212,13 @@ fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
         demote(db, hot, room)?;
     }
     hot.promote(fresh, db.versions.log_number())?;
+    charge_slabs(db, hot);
     Ok(())
+}
+
+/// Counts the slab files' bytes in tier 0's budget (they grow as jobs write new slots).
+pub(super) fn charge_slabs(db: &DbInner, hot: &HotStore) {
+    db.tiers.set_hot_bytes(hot.file_bytes());
 }
 
 /// The sequence of `user_key`'s newest version in `version`'s tables if it is a value in a

@@ -429,6 +429,11 @@ impl HotStore {
         Ok(slot.value)
     }
 
+    /// Bytes of the slab files on tier 0 (they grow in steps of 64 pages, never shrink).
+    pub fn file_bytes(&self) -> u64 {
+        self.slabs.iter().map(SlabFile::file_bytes).sum()
+    }
+
     /// The demotion epoch: readers that missed the store after it moved take a new view.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
