@@ -108,6 +108,9 @@ impl Epochs {
 /// One candidate: the user key, the sequence and value the read found.
 pub(crate) type Candidate = (Vec<u8>, SeqNo, Vec<u8>);
 
+/// Queued candidates: user key -> the sequence and value its latest read found.
+type Queue = BTreeMap<Vec<u8>, (SeqNo, Vec<u8>)>;
+
 /// The schedule and the candidate queue, shared by readers and the promotion job.
 pub(crate) struct Promoter {
     epochs: Mutex<Epochs>,
@@ -116,7 +119,7 @@ pub(crate) struct Promoter {
     /// Mirrors `epochs.next_boundary()`.
     boundary: AtomicU64,
     /// Candidates by key (a key read twice is queued once, with its latest read).
-    queue: Mutex<BTreeMap<Vec<u8>, (SeqNo, Vec<u8>)>>,
+    queue: Mutex<Queue>,
 }
 
 impl Promoter {
@@ -127,7 +130,7 @@ impl Promoter {
             promoting: AtomicBool::new(epochs.promoting()),
             boundary: AtomicU64::new(epochs.next_boundary()),
             epochs: Mutex::new(epochs),
-            queue: Mutex::new(BTreeMap::new()),
+            queue: Mutex::new(Queue::new()),
         }
     }
 
