@@ -372,3 +372,55 @@ fn crash_case(
     drop_within(db, "the recovered database");
     Ok(promoted)
 }
+
+#[test]
+fn promotion_options_from_toml_and_their_ranges() {
+    let opts = Options::from_toml_str(
+        r#"
+        [hot_tier]
+        mode = "slab"
+        promotion_epoch_ops = 5000
+        promotion_cooldown_ops = 0
+        promotion_min_gain = 0.05
+        [[tier]]
+        name = "fast"
+        path = "/tmp/x"
+        "#,
+    )
+    .unwrap();
+    let h = &opts.hot_tier;
+    assert_eq!(
+        (
+            h.promotion_epoch_ops,
+            h.promotion_cooldown_ops,
+            h.promotion_min_gain
+        ),
+        (5000, 0, 0.05)
+    );
+    let d = Options::default().hot_tier;
+    assert_eq!(
+        (
+            d.promotion_epoch_ops,
+            d.promotion_cooldown_ops,
+            d.promotion_min_gain
+        ),
+        (1_000_000, 10_000_000, 0.01)
+    );
+    let fs = FaultFs::new(25);
+    let err = tiny()
+        .fault_tiers()
+        .hot_promotion_epoch_ops(0)
+        .fs(fs.clone())
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hot_promotion_epoch_ops"), "{err}");
+    let err = tiny()
+        .fault_tiers()
+        .hot_promotion_min_gain(1.5)
+        .fs(fs)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hot_promotion_min_gain"), "{err}");
+}
