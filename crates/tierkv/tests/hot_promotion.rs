@@ -176,6 +176,58 @@ fn a_hot_key_read_from_the_tables_is_promoted_and_then_served_by_the_store() {
 }
 
 #[test]
+fn a_compaction_into_the_capacity_tier_offers_the_hot_keys_it_meets() {
+    let fs = FaultFs::new(26);
+    // NB: L0 stays until the manual compaction: reads of L0 offer nothing.
+    let opts = Options {
+        compaction: tierkv::CompactionOptions {
+            l0_compaction_trigger: 16,
+            ..options(&fs).compaction
+        },
+        ..options(&fs)
+    };
+    let db = Db::open(opts).unwrap();
+    let w = WriteOptions::default();
+    let mut model = BTreeMap::new();
+    for i in 0..FILL {
+        let v = format!("fill-{i}-{}", "x".repeat(180)).into_bytes();
+        db.put(&w, &fill_key(i), &v).unwrap();
+        model.insert(fill_key(i), v);
+    }
+    db.flush().unwrap();
+    for i in 0..TARGETS {
+        let v = format!("target-{i}-{}", "y".repeat(80)).into_bytes();
+        db.put(&w, &target_key(i), &v).unwrap();
+        model.insert(target_key(i), v);
+    }
+    db.flush().unwrap();
+    // Each target in L0 read once after the flush that wrote it: at the top clock value.
+    let in_l0 = targets_in_tables(&db);
+    assert!(in_l0.len() >= 48, "{} targets in L0", in_l0.len());
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        db.stats().hot_tier.unwrap().promotions,
+        0,
+        "L0 reads offer nothing"
+    );
+    db.compact_range(None, None).unwrap();
+    let promoted = wait_for_promotions(&db, 32);
+    assert!(promoted >= 32, "{promoted} promotions after the compaction");
+    let before = db.stats().hot_tier.unwrap().reads_hot;
+    for k in &in_l0 {
+        assert_eq!(get(&db, k).as_ref(), model.get(k), "{k:?}");
+    }
+    let served = db.stats().hot_tier.unwrap().reads_hot - before;
+    assert!(
+        served + 8 >= promoted.min(in_l0.len() as u64),
+        "{served} served by the store"
+    );
+    for (k, v) in &model {
+        assert_eq!(get(&db, k).as_ref(), Some(v), "{k:?}");
+    }
+}
+
+#[test]
 fn a_candidate_superseded_before_the_job_runs_is_not_promoted() {
     let fs = FaultFs::new(22);
     let db = Db::open(options(&fs)).unwrap();

@@ -313,6 +313,9 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     Counters::add(&db.counters.compaction_bytes_read, task.input_bytes());
     Counters::add(&db.counters.compaction_read_into[slot], task.input_bytes());
     let mut merged = MergingIter::new(children);
+    // Hot tier hook: popular objects a compaction into the capacity tier meets may go back
+    // to the hot store.
+    let mut merged = super::hot::OfferingIter::new(db, &mut merged, !preferred.is_fast());
     // NB: only the deeper levels, not the whole version: a version held here would keep the
     // next-level inputs that chunks already replaced on disk until the compaction ends.
     let deeper = db.versions.current().deeper_than(out_level);

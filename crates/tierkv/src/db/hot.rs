@@ -19,6 +19,7 @@ use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::{HotStore, VecIter};
+use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
 use crate::sst::ReadTrace;
@@ -292,4 +293,84 @@ fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
         .demotion_micros
         .fetch_add(micros, Ordering::Relaxed);
     Ok(())
+}
+
+/// A compaction's input, passed through unchanged, that offers the newest entry of each key
+/// it meets for promotion (with a hot store, while `offering`: a compaction into the
+/// capacity tier). The offer is the read path's: only keys the tracker holds at the top
+/// clock value are queued, and the promotion job checks each against the newest version.
+pub(super) struct OfferingIter<'a> {
+    inner: &'a mut dyn InternalIterator,
+    db: &'a DbInner,
+    offering: bool,
+    /// The user key of the last entry offered or passed over.
+    last_key: Vec<u8>,
+}
+
+impl<'a> OfferingIter<'a> {
+    /// Wraps `inner`; offers nothing unless `offering` and the database has a hot store.
+    pub fn new(db: &'a DbInner, inner: &'a mut dyn InternalIterator, offering: bool) -> Self {
+        let offering = offering && db.hot.is_some() && db.vlog.is_none();
+        OfferingIter {
+            inner,
+            db,
+            offering,
+            last_key: Vec::new(),
+        }
+    }
+
+    /// Offers the current entry if it is the first (newest) of its user key.
+    fn observe(&mut self) {
+        let Some(hot) = self.db.hot.as_ref().filter(|_| self.offering) else {
+            return;
+        };
+        if !self.inner.valid() || !hot.promoter.promoting() {
+            return;
+        }
+        let Some(p) = key::parse_internal_key(self.inner.key()) else {
+            return;
+        };
+        if p.user_key == self.last_key.as_slice() {
+            return;
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(p.user_key);
+        if p.kind == ValueKind::Value && hot.offer_promotion(p.user_key, p.seq, self.inner.value())
+        {
+            self.db.bg_cv.notify_all();
+        }
+    }
+}
+
+impl InternalIterator for OfferingIter<'_> {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+        self.observe();
+    }
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+        self.observe();
+    }
+    fn next(&mut self) {
+        self.inner.next();
+        self.observe();
+    }
+    fn prev(&mut self) {
+        self.inner.prev();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn status(&self) -> Result<()> {
+        self.inner.status()
+    }
 }
