@@ -6,8 +6,9 @@
 //!   of the window before; if it rose by less than `promotion_min_gain`, promoting no longer
 //!   pays and promotions pause for `promotion_cooldown_ops` reads, after which a new epoch
 //!   starts (the workload may have moved on).
-//! - [`Candidates`], the queue: objects a read found in a table below L0 whose key the tracker
-//!   holds at the hottest clock value, each with the sequence number it was read at. The
+//! - [`Promoter`]'s queue: objects a read found in a table below L0, or a compaction into the
+//!   capacity tier merged, whose key the tracker holds at the hottest clock value, each with
+//!   the sequence number it was found at. The
 //!   promotion job checks every candidate against the newest version before copying it, so a
 //!   queued candidate that a later write superseded is dropped, never promoted.
 
