@@ -208,7 +208,8 @@ fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
     }
     drop(version);
     // NB: room first: the demotion keeps pinned objects, and the new ones are not in yet.
-    let room = hot.promotion_room(&fresh);
+    // NB: at most half the budget, so a promotion never empties the store for its copies.
+    let room = hot.promotion_room(&fresh).min(db.opts.hot_tier.budget / 2);
     if room > 0 && hot.over_budget_with(room) {
         demote(db, hot, room)?;
     }

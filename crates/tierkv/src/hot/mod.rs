@@ -784,9 +784,10 @@ impl HotStore {
         let mut victims = Vec::new();
         let mut freed = 0u64;
         let mut taken = BTreeSet::new();
+        let mut chosen: BTreeSet<&[u8]> = BTreeSet::new();
         for keep_popular in [true, false] {
             for _ in 0..n {
-                if index.bytes - freed <= target {
+                if index.bytes.saturating_sub(freed) <= target {
                     break;
                 }
                 let mut stats = |i: usize| {
@@ -818,10 +819,14 @@ impl HotStore {
                     continue;
                 }
                 for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
-                    if index.bytes - freed <= target {
+                    if index.bytes.saturating_sub(freed) <= target {
                         break;
                     }
                     if vs.len() != 1 || (keep_popular && popular_of(k)) {
+                        continue;
+                    }
+                    // NB: the second pass walks ranges the first one took from already.
+                    if !chosen.insert(k.as_slice()) {
                         continue;
                     }
                     freed += CLASS_SIZES[vs[0].loc.class] as u64;
