@@ -516,7 +516,7 @@ mod tierkv_engine {
                 b = b.hot_tier(tierkv::HotTier::Slab);
             }
             if profile.split {
-                b = b.splitkv();
+                b = b.preset(tierkv::Preset::SplitKv);
             }
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),

@@ -128,6 +128,9 @@ pub struct Tiers {
     /// The part of `flush_reserve` held now; replicas may use the rest while writes are
     /// quiet (`placement::reserve::ReserveLender`).
     flush_reserve_held: AtomicU64,
+    /// Bytes of tier 0 the hot store's slab files take (`hot_tier = "slab"`): not tables, so
+    /// outside `used`, but inside tier 0's budget like them.
+    hot_bytes: AtomicU64,
     /// Bytes of tier 0 taken by replicas (`db::replica`): copies of slower tiers' tables that
     /// tier 0 keeps in room no table needs, given back at once when a table does.
     replica_used: AtomicU64,
@@ -220,6 +223,7 @@ impl Tiers {
             wal_reserve: opts.wal_reserve(),
             flush_reserve,
             flush_reserve_held: AtomicU64::new(flush_reserve),
+            hot_bytes: AtomicU64::new(0),
             replica_used: AtomicU64::new(0),
             replica_slack: opts.compaction.target_file_size,
             background_limiter: Arc::default(),
@@ -383,10 +387,22 @@ impl Tiers {
         self.fast().capacity.saturating_sub(self.wal_reserve)
     }
 
-    /// Bytes of tier 0 held by live tables and tables being written.
+    /// Bytes of tier 0 held by live tables, tables being written and the hot store's slabs.
     fn fast_tables(&self) -> u64 {
         let t = &self.fast();
-        t.used().saturating_add(t.pending.load(Ordering::Acquire))
+        t.used()
+            .saturating_add(t.pending.load(Ordering::Acquire))
+            .saturating_add(self.hot_bytes())
+    }
+
+    /// Bytes of tier 0 the hot store's slab files take.
+    pub fn hot_bytes(&self) -> u64 {
+        self.hot_bytes.load(Ordering::Acquire)
+    }
+
+    /// Records the size of the hot store's slab files, which count in tier 0's budget.
+    pub fn set_hot_bytes(&self, bytes: u64) {
+        self.hot_bytes.store(bytes, Ordering::Release);
     }
 
     /// Bytes of tier 0 replicas take now.
@@ -453,8 +469,14 @@ impl Tiers {
             // NB: on tier 0, replicas count too: they give their room back before tables are
             // placed (`replica_shortfall`), never after.
             let replicas = if t.is_fast() { self.replica_bytes() } else { 0 };
+            // NB: the hot store's slabs share tier 0's budget with its tables.
+            let slabs = if t.is_fast() { self.hot_bytes() } else { 0 };
             let fits = |pending: u64| {
-                let total = tier.used().saturating_add(pending).saturating_add(size);
+                let total = tier
+                    .used()
+                    .saturating_add(pending)
+                    .saturating_add(size)
+                    .saturating_add(slabs);
                 let fast_ok = !t.is_fast() || total.saturating_add(replicas) <= self.fast_limit();
                 (total <= limit && fast_ok).then_some(pending + size)
             };
@@ -818,6 +840,30 @@ mod tests {
             16,
         );
         assert_eq!(fs.write_back_count(), 4);
+    }
+
+    #[test]
+    fn the_hot_stores_slabs_take_room_in_the_fast_tiers_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiers = tiers(dir.path(), &["fast", "capacity"]);
+        // A compaction may fill the 40 MiB tables leave outside the reserves...
+        let place = |mib: u64| {
+            tiers
+                .place(TierId::FAST, mib << 20, WriteKind::Compaction)
+                .unwrap()
+                .tier()
+        };
+        assert_eq!(place(40), TierId::FAST);
+        // ...but not once 8 MiB of slabs take part of them.
+        tiers.set_hot_bytes(8 << 20);
+        assert_eq!(tiers.hot_bytes(), 8 << 20);
+        assert_eq!(place(40), TierId::CAPACITY);
+        assert_eq!(place(32), TierId::FAST);
+        // Replicas see the room the slabs take as taken.
+        tiers.set_hot_bytes(48 << 20);
+        assert!(!tiers.charge_replica(1 << 20));
+        tiers.set_hot_bytes(0);
+        assert!(tiers.charge_replica(1 << 20));
     }
 
     #[test]

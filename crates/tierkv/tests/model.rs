@@ -437,6 +437,8 @@ struct Totals {
     hot_reads: u64,
     /// Objects demoted from the hot store.
     demotions: u64,
+    /// Objects promoted into the hot store.
+    promotions: u64,
 }
 
 impl std::fmt::Display for Totals {
@@ -444,14 +446,15 @@ impl std::fmt::Display for Totals {
         write!(
             f,
             "{} flushes, {} compactions, {} reopens, deepest level L{}, {} overflowed tables, \
-             {} hot reads, {} demotions",
+             {} hot reads, {} demotions, {} promotions",
             self.flushes,
             self.compactions,
             self.reopens,
             self.deepest_level,
             self.overflow_tables_seen,
             self.hot_reads,
-            self.demotions
+            self.demotions,
+            self.promotions
         )
     }
 }
@@ -1012,6 +1015,7 @@ impl Harness {
         if let Some(h) = &s.hot_tier {
             self.totals.hot_reads += h.reads_hot;
             self.totals.demotions += h.demoted_objects;
+            self.totals.promotions += h.promotions;
         }
         // The per-level compaction figures account for every compaction.
         let into: u64 = s.levels.iter().map(|l| l.compactions_into).sum();
@@ -1143,6 +1147,9 @@ impl Harness {
             }
             Some(_) => {
                 assert!(t.demotions > 100, "the hot store demoted little: {t}");
+                // Demoted objects read again come back: promotions run among the model's
+                // snapshots, iterators, batches and reopens.
+                assert!(t.promotions > 0, "the hot store promoted nothing: {t}");
                 assert!(t.compactions > 5, "too few compactions: {t}");
             }
             None => {

@@ -78,6 +78,8 @@ enum Job {
     Replica(super::replica::ReplicaJob),
     /// A round of value-log garbage collection (`db::vlog_gc`).
     ValueGc,
+    /// Copies popular objects from the LSM into the hot store; holds the flush slot.
+    Promotion,
 }
 
 /// The loop of one background thread.
@@ -89,6 +91,7 @@ pub(super) fn worker(db: &DbInner) {
             Job::Migration(m) => super::migrate::run(db, m),
             Job::Replica(r) => super::replica::run(db, r),
             Job::ValueGc => db.vlog.as_ref().map_or(Ok(()), |v| db.vlog_gc_round(v)),
+            Job::Promotion => super::hot::promote(db),
         };
         finish_job(db, &job, result);
     }
@@ -111,6 +114,11 @@ fn next_job(db: &DbInner) -> Option<Job> {
                     // took long enough for them to fill.
                     set_thread_nice(0);
                     return Some(Job::Flush(mem));
+                }
+                // Hot tier hook: promotions write the store, whose only writer is the flush.
+                if db.hot_promotion_due() {
+                    state.flush_running = true;
+                    return Some(Job::Promotion);
                 }
             }
             // NB: with two or more workers one is always left for flushes, so a flush never
@@ -190,7 +198,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
     {
         let mut state = db.state.lock();
         match job {
-            Job::Flush(_) => state.flush_running = false,
+            Job::Flush(_) | Job::Promotion => state.flush_running = false,
             Job::Compaction(task) => state.release(task),
             Job::Migration(m) => {
                 state.compactions_running -= 1;
@@ -333,6 +341,9 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     Counters::add(&db.counters.compaction_bytes_read, task.input_bytes());
     Counters::add(&db.counters.compaction_read_into[slot], task.input_bytes());
     let mut merged = MergingIter::new(children);
+    // Hot tier hook: popular objects a compaction into the capacity tier meets may go back
+    // to the hot store.
+    let mut merged = super::hot::OfferingIter::new(db, &mut merged, !preferred.is_fast());
     // NB: only the deeper levels, not the whole version: a version held here would keep the
     // next-level inputs that chunks already replaced on disk until the compaction ends.
     let deeper = db.versions.current().deeper_than(out_level);

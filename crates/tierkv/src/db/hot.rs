@@ -10,6 +10,8 @@
 //!   dropped versions its sequence still sees.)
 //! - A flush writes the hot part (synced) before its MANIFEST edit, and frees what it
 //!   superseded after; a demotion runs in the flush job, so the store has one writer.
+//! - A promotion runs in the flush job too, or in its own job that holds the flush slot: it
+//!   copies a candidate only if that is still its key's newest version (`promote_candidates`).
 
 use super::background::build_tables;
 use super::read::ReadView;
@@ -17,10 +19,12 @@ use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::{HotStore, VecIter};
-use crate::key::SeqNo;
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
+use crate::sst::ReadTrace;
 use crate::tier::WriteKind;
-use crate::version::VersionEdit;
+use crate::version::{Version, VersionEdit};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -63,8 +67,38 @@ impl DbInner {
     /// Counts a read the LSM served while a hot store is on.
     pub(super) fn hot_count_lsm_read(&self) {
         if let Some(hot) = &self.hot {
-            hot.counters.reads_lsm.fetch_add(1, Ordering::Relaxed);
+            hot.count_lsm_read();
         }
+    }
+
+    /// A point read found `ikey` (of `user_key`) with `value` in a table at `level`: offers
+    /// it for promotion if it came from below L0 (a key whose newest version is in L0 is not
+    /// promoted: see [`promote`]), and wakes a worker once a batch waits.
+    pub(super) fn hot_offer_promotion(
+        &self,
+        level: usize,
+        user_key: &[u8],
+        ikey: &[u8],
+        value: &[u8],
+    ) {
+        let Some(hot) = &self.hot else {
+            return;
+        };
+        // NB: split values are stored as pointers the value log counts; not copied.
+        if level == 0 || self.vlog.is_some() {
+            return;
+        }
+        let Some(p) = key::parse_internal_key(ikey) else {
+            return;
+        };
+        if p.kind == ValueKind::Value && hot.offer_promotion(user_key, p.seq, value) {
+            self.bg_cv.notify_all();
+        }
+    }
+
+    /// Whether a batch of promotion candidates waits for the job.
+    pub(super) fn hot_promotion_due(&self) -> bool {
+        self.hot.as_ref().is_some_and(|h| h.promoter.batch_ready())
     }
 
     /// The newest sequence of `user_key` in the hot store (newer than any LSM version).
@@ -98,8 +132,31 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
         return Ok(None);
     };
     let needed = |lo, hi| db.snapshot_in(lo, hi);
-    let rest = hot.absorb(&mut mem.iter(), db.versions.log_number(), &needed)?;
+    let version = db.versions.current();
+    let on_capacity = |k: &[u8]| may_be_on_capacity(db, &version, k);
+    let rest = hot.absorb_with(
+        &mut mem.iter(),
+        db.versions.log_number(),
+        &needed,
+        &on_capacity,
+    )?;
+    charge_slabs(db, hot);
     Ok(Some(VecIter::new(rest)))
+}
+
+/// Whether the deepest non-empty level (the capacity tier's large sorted runs) may hold
+/// `user_key`: its table whose range covers the key has it in its filter. An error reading
+/// the table answers no: the answer only weighs MSC's cost.
+fn may_be_on_capacity(db: &DbInner, version: &Version, user_key: &[u8]) -> bool {
+    let Some(level) = version.levels.iter().skip(1).rev().find(|l| !l.is_empty()) else {
+        return false;
+    };
+    let i = level.partition_point(|f| f.largest_user() < user_key);
+    level
+        .get(i)
+        .filter(|f| f.contains(user_key))
+        .and_then(|f| db.table_cache.get(f).ok())
+        .is_some_and(|t| t.may_contain(user_key))
 }
 
 /// After a flush's MANIFEST edit: frees what it superseded and demotes if the store is over
@@ -109,15 +166,84 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
         return Ok(());
     };
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
+    promote_candidates(db, hot)?;
     if hot.over_budget() {
-        demote(db, hot)?;
+        demote(db, hot, 0)?;
     }
     Ok(())
 }
 
+/// The promotion job (run like a flush: the store's only writer while it runs): copies the
+/// queued candidates that are still their key's newest version into the store.
+pub(super) fn promote(db: &DbInner) -> Result<()> {
+    let Some(hot) = &db.hot else {
+        return Ok(());
+    };
+    promote_candidates(db, hot)
+}
+
+/// Promotes the queued candidates whose sequence is still the newest of their key.
+///
+/// Why that check is enough, with the job serialised with flushes and demotions: a key with
+/// no version in the store whose newest LSM version sits below L0 at sequence `s` has no
+/// newer version in any table; versions in the memtables are newer than `s` (flushes go in
+/// order) and, once the key is in the store, their flushes bring them to the store too. So
+/// the copy at `s` stays older than every later version, the store's rule. Only levels below
+/// L0 are taken: a demotion writes a key's store version to L0, and L0 tables are searched
+/// newest first, which holds for such a table only while no older L0 table has the key.
+fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
+    let candidates = hot.promoter.take();
+    if candidates.is_empty() {
+        return Ok(());
+    }
+    let version = db.versions.current();
+    let mut fresh = Vec::with_capacity(candidates.len());
+    for (user_key, seq, value) in candidates {
+        if hot.latest_seq(&user_key).is_some() {
+            continue;
+        }
+        if newest_below_l0(db, &version, &user_key)? == Some(seq) {
+            fresh.push((user_key, seq, value));
+        }
+    }
+    drop(version);
+    // NB: room first: the demotion keeps pinned objects, and the new ones are not in yet.
+    // NB: at most half the budget, so a promotion never empties the store for its copies.
+    let room = hot.promotion_room(&fresh).min(db.opts.hot_tier.budget / 2);
+    if room > 0 && hot.over_budget_with(room) {
+        demote(db, hot, room)?;
+    }
+    hot.promote(fresh, db.versions.log_number())?;
+    charge_slabs(db, hot);
+    Ok(())
+}
+
+/// Counts the slab files' bytes in tier 0's budget (they grow as jobs write new slots).
+pub(super) fn charge_slabs(db: &DbInner, hot: &HotStore) {
+    db.tiers.set_hot_bytes(hot.file_bytes());
+}
+
+/// The sequence of `user_key`'s newest version in `version`'s tables if it is a value in a
+/// level below L0; `None` otherwise (in L0, a delete, or absent).
+fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<Option<SeqNo>> {
+    let lookup = key::internal_key(user_key, key::MAX_SEQNO, key::LOOKUP_KIND);
+    for (level, file) in version.files_for_key(user_key) {
+        let table = db.table_cache.get(&file)?;
+        let mut trace = ReadTrace::default();
+        let Some((ikey, _)) = table.get(&lookup, true, &mut trace)? else {
+            continue;
+        };
+        let newest = key::parse_internal_key(&ikey)
+            .filter(|p| level > 0 && p.kind == ValueKind::Value)
+            .map(|p| p.seq);
+        return Ok(newest);
+    }
+    Ok(None)
+}
+
 /// MSC demotion: moves cold objects of the chosen key ranges into an L0 table, installs it,
-/// then drops them from the store.
-fn demote(db: &DbInner, hot: &HotStore) -> Result<()> {
+/// then drops them from the store, until the store is at its low watermark less `room`.
+fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
     let started = std::time::Instant::now();
     let version = db.versions.current();
     // Candidates follow the deepest level's tables (the capacity tier's large sorted runs).
@@ -134,7 +260,7 @@ fn demote(db: &DbInner, hot: &HotStore) -> Result<()> {
         })
         .unwrap_or_default();
     drop(version);
-    let Some(plan) = hot.plan_demotion(&bounds)? else {
+    let Some(plan) = hot.plan_demotion(&bounds, room)? else {
         return Ok(());
     };
     let bytes: u64 = plan
@@ -168,4 +294,84 @@ fn demote(db: &DbInner, hot: &HotStore) -> Result<()> {
         .demotion_micros
         .fetch_add(micros, Ordering::Relaxed);
     Ok(())
+}
+
+/// A compaction's input, passed through unchanged, that offers the newest entry of each key
+/// it meets for promotion (with a hot store, while `offering`: a compaction into the
+/// capacity tier). The offer is the read path's: only keys the tracker holds at the top
+/// clock value are queued, and the promotion job checks each against the newest version.
+pub(super) struct OfferingIter<'a> {
+    inner: &'a mut dyn InternalIterator,
+    db: &'a DbInner,
+    offering: bool,
+    /// The user key of the last entry offered or passed over.
+    last_key: Vec<u8>,
+}
+
+impl<'a> OfferingIter<'a> {
+    /// Wraps `inner`; offers nothing unless `offering` and the database has a hot store.
+    pub fn new(db: &'a DbInner, inner: &'a mut dyn InternalIterator, offering: bool) -> Self {
+        let offering = offering && db.hot.is_some() && db.vlog.is_none();
+        OfferingIter {
+            inner,
+            db,
+            offering,
+            last_key: Vec::new(),
+        }
+    }
+
+    /// Offers the current entry if it is the first (newest) of its user key.
+    fn observe(&mut self) {
+        let Some(hot) = self.db.hot.as_ref().filter(|_| self.offering) else {
+            return;
+        };
+        if !self.inner.valid() || !hot.promoter.promoting() {
+            return;
+        }
+        let Some(p) = key::parse_internal_key(self.inner.key()) else {
+            return;
+        };
+        if p.user_key == self.last_key.as_slice() {
+            return;
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(p.user_key);
+        if p.kind == ValueKind::Value && hot.offer_promotion(p.user_key, p.seq, self.inner.value())
+        {
+            self.db.bg_cv.notify_all();
+        }
+    }
+}
+
+impl InternalIterator for OfferingIter<'_> {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+        self.observe();
+    }
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+        self.observe();
+    }
+    fn next(&mut self) {
+        self.inner.next();
+        self.observe();
+    }
+    fn prev(&mut self) {
+        self.inner.prev();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn status(&self) -> Result<()> {
+        self.inner.status()
+    }
 }

@@ -96,6 +96,10 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     // Hot tier hook: the store is rebuilt from its slabs before the WAL replays, so that
     // recovery's flushes route hot keys to it as a running database's flushes do.
     let hot = open_hot_store(&opts, &versions)?;
+    // Hot tier hook: the slab files count in tier 0's budget.
+    if let Some(h) = &hot {
+        tiers.set_hot_bytes(h.file_bytes());
+    }
     let (imm, replayed) = if opts.read_only {
         let mut mems = Vec::new();
         let replayed = replay_wals(&ctx, &mut |m| {

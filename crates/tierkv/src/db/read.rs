@@ -86,6 +86,8 @@ impl DbInner {
             };
             self.count_table_read(level, file.tier, &trace);
             self.hot_count_lsm_read();
+            // Hot tier hook: a popular object read from below L0 may go back to the store.
+            self.hot_offer_promotion(level, user_key, &ikey, &value);
             let kind = key::parse_internal_key(&ikey).map(|p| p.kind);
             return Ok((kind == Some(ValueKind::Value)).then_some(value));
         }

@@ -17,8 +17,13 @@
 //! - Demotion writes the demoted objects into an L0 table, installs it, then clears their
 //!   slots; every hot version is older than any unflushed write, so the table is ordered
 //!   correctly among L0's (by largest sequence).
+//! - Promotion copies popular objects read from below L0 back into the store at their own
+//!   sequence numbers, once checked to be their key's newest version (`promote`, and
+//!   `db::hot`); its job is journalled like a flush's.
 
+pub(crate) mod buckets;
 pub(crate) mod msc;
+pub(crate) mod promote;
 pub(crate) mod slab;
 pub(crate) mod tracker;
 
@@ -65,6 +70,9 @@ pub(crate) struct HotVersion {
     pub seq: SeqNo,
     pub kind: SlotKind,
     pub loc: Loc,
+    /// Whether the key also has a version in the capacity tier's tables (as far as known
+    /// when it entered the store; the same for all its versions). In memory only.
+    pub overlaps: bool,
 }
 
 /// The DRAM index and slot allocation.
@@ -146,6 +154,10 @@ pub(crate) struct HotStore {
     pending: Mutex<Pending>,
     /// Per-key popularity.
     pub tracker: Tracker,
+    /// The promotion schedule and its candidates.
+    pub promoter: promote::Promoter,
+    /// MSC's per-bucket counters (locked after `index`, never before).
+    buckets: Mutex<buckets::Buckets>,
     opts: HotTierOptions,
     pub counters: HotCounters,
     read_only: bool,
@@ -240,6 +252,8 @@ impl HotStore {
                             seq: s.seq,
                             kind: s.kind,
                             loc,
+                            // NB: not known after a restart; counted as no overlap.
+                            overlaps: false,
                         };
                         let versions = index.map.entry(s.key).or_default();
                         // NB: after a restart no snapshot is live: only the newest counts.
@@ -269,6 +283,8 @@ impl HotStore {
             index: RwLock::new(index),
             pending: Mutex::new(pending),
             tracker: Tracker::new(tracked.max(MIN_TRACKED)),
+            promoter: promote::Promoter::new(opts),
+            buckets: Mutex::new(buckets::Buckets::default()),
             opts: opts.clone(),
             counters: HotCounters::default(),
             read_only,
@@ -303,7 +319,102 @@ impl HotStore {
         drop(index);
         self.tracker.touch(user_key);
         self.counters.reads_hot.fetch_add(1, Ordering::Relaxed);
+        self.observe_reads();
         Ok(Some(answer))
+    }
+
+    /// Counts a point read the LSM answered.
+    pub fn count_lsm_read(&self) {
+        self.counters.reads_lsm.fetch_add(1, Ordering::Relaxed);
+        self.observe_reads();
+    }
+
+    /// Feeds the read counts to the promotion schedule.
+    fn observe_reads(&self) {
+        let c = &self.counters;
+        let hot = c.reads_hot.load(Ordering::Relaxed);
+        let reads = hot + c.reads_lsm.load(Ordering::Relaxed);
+        self.promoter.observe(reads, hot);
+    }
+
+    /// Offers an object a point read found in a table below L0 for promotion: taken while an
+    /// epoch runs if the tracker holds its key at the hottest clock value (the mapper decides
+    /// in the job) and it fits a slot. Returns true once a batch waits for the job.
+    pub fn offer_promotion(&self, user_key: &[u8], seq: SeqNo, value: &[u8]) -> bool {
+        if self.read_only || !self.promoter.promoting() {
+            return false;
+        }
+        if self.tracker.clock(user_key) != Some(tracker::MAX_CLOCK)
+            || slab::class_for(user_key.len(), value.len()).is_none()
+        {
+            return false;
+        }
+        self.promoter.offer(user_key, seq, value)
+    }
+
+    /// Copies `objects` (user key, sequence, value: each the newest version of its key, which
+    /// the caller checked against the memtables' flush order and the LSM) into the store as
+    /// single versions at their own sequence numbers, for the popular ones among them with no
+    /// version here, while the store is within its budget. Runs as a job like a flush's (the
+    /// journal first), with the marker's lowest sequence at its maximum: the copies are of
+    /// durable data, so recovery keeps them whatever the MANIFEST says. Returns how many
+    /// were promoted.
+    pub fn promote(&self, objects: Vec<promote::Candidate>, log_number: u64) -> Result<u64> {
+        let mut rng = rand::thread_rng();
+        let mut writes: Vec<(Loc, Vec<u8>)> = Vec::new();
+        let mut publish = Vec::new();
+        {
+            let mut index = self.index.write();
+            let mapper = self.mapper(&index);
+            for (user_key, seq, value) in objects {
+                let popular = mapper.is_popular(self.tracker.clock(&user_key), rng.gen());
+                let Some(class) = slab::class_for(user_key.len(), value.len()) else {
+                    continue;
+                };
+                let fits = index.bytes + CLASS_SIZES[class] as u64 <= self.opts.budget;
+                if !popular || !fits || index.map.contains_key(&user_key) {
+                    continue;
+                }
+                let loc = index.alloc(class);
+                writes.push((
+                    loc,
+                    slab::encode_slot(seq, SlotKind::Value, &user_key, &value),
+                ));
+                let kind = SlotKind::Value;
+                let overlaps = true;
+                publish.push((
+                    user_key,
+                    HotVersion {
+                        seq,
+                        kind,
+                        loc,
+                        overlaps,
+                    },
+                ));
+            }
+        }
+        if publish.is_empty() {
+            return Ok(0);
+        }
+        // NB: slots freed earlier are cleared first; a reused one then gets its new contents.
+        let clears = std::mem::take(&mut self.pending.lock().clears);
+        let mut job: Vec<(Loc, Vec<u8>)> =
+            clears.into_iter().map(|l| (l, CLEAR.to_vec())).collect();
+        job.extend(writes);
+        self.run_job(log_number, SeqNo::MAX, job)?;
+        let promoted = publish.len() as u64;
+        let mut index = self.index.write();
+        let mut buckets = self.buckets.lock();
+        for (user_key, v) in publish {
+            buckets.add(&user_key, v.overlaps);
+            index.map.insert(user_key, vec![v]);
+        }
+        drop(buckets);
+        drop(index);
+        self.counters
+            .promotions
+            .fetch_add(promoted, Ordering::Relaxed);
+        Ok(promoted)
     }
 
     /// Reads version `v` of `user_key` (the index lock held, so its slot is not reused).
@@ -316,6 +427,11 @@ impl HotStore {
             return Err(slab.corruption(v.loc.slot, "slot holds another version"));
         }
         Ok(slot.value)
+    }
+
+    /// Bytes of the slab files on tier 0 (they grow in steps of 64 pages, never shrink).
+    pub fn file_bytes(&self) -> u64 {
+        self.slabs.iter().map(SlabFile::file_bytes).sum()
     }
 
     /// The demotion epoch: readers that missed the store after it moved take a new view.
@@ -430,6 +546,18 @@ impl HotStore {
         log_number: u64,
         needed: &dyn Fn(SeqNo, SeqNo) -> bool,
     ) -> Result<Entries> {
+        self.absorb_with(iter, log_number, needed, &|_| false)
+    }
+
+    /// [`HotStore::absorb`], with `on_capacity(key)` saying whether a key new to the store
+    /// may also have a version in the capacity tier's tables (for MSC's overlap counters).
+    pub fn absorb_with(
+        &self,
+        iter: &mut dyn InternalIterator,
+        log_number: u64,
+        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
+        on_capacity: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Entries> {
         // Group the entries by user key, newest first within a key.
         let mut groups: Vec<(Vec<u8>, Vec<MemVersion>)> = Vec::new();
         let mut lowest = SeqNo::MAX;
@@ -476,6 +604,7 @@ impl HotStore {
                 }
                 continue;
             }
+            let overlaps = !in_store && on_capacity(&user_key);
             // Oldest first; an older memtable version only if a snapshot reads it.
             let seqs: Vec<SeqNo> = versions.iter().map(|v| v.0).collect();
             for (i, (seq, kind, value)) in versions.into_iter().enumerate().rev() {
@@ -509,6 +638,7 @@ impl HotStore {
                     seq,
                     kind: slot_kind,
                     loc,
+                    overlaps,
                 };
                 publish.push((user_key.clone(), v));
             }
@@ -526,6 +656,11 @@ impl HotStore {
     fn publish(&self, user_key: Vec<u8>, v: HotVersion, needed: &dyn Fn(SeqNo, SeqNo) -> bool) {
         let mut index = self.index.write();
         let versions = index.map.entry(user_key.clone()).or_default();
+        let mut v = v;
+        match versions.first() {
+            Some(newest) => v.overlaps = newest.overlaps,
+            None => self.buckets.lock().add(&user_key, v.overlaps),
+        }
         versions.insert(0, v);
         let freed = gc_versions(versions, needed);
         let retained = versions.len() > 1;
@@ -571,14 +706,31 @@ impl HotStore {
 
     /// Whether the store has passed its high watermark.
     pub fn over_budget(&self) -> bool {
-        self.index.read().bytes as f64 > self.opts.budget as f64 * HIGH_WATERMARK
+        self.over_budget_with(0)
     }
 
-    /// Plans a demotion down to the low watermark. `ranges` are the candidates: the upper
+    /// Whether the store would pass its high watermark with `room` more bytes.
+    pub fn over_budget_with(&self, room: u64) -> bool {
+        (self.index.read().bytes + room) as f64 > self.opts.budget as f64 * HIGH_WATERMARK
+    }
+
+    /// Bytes of slots promoting `objects` would take (the ones not in the store).
+    pub fn promotion_room(&self, objects: &[promote::Candidate]) -> u64 {
+        let index = self.index.read();
+        objects
+            .iter()
+            .filter(|(k, _, _)| !index.map.contains_key(k))
+            .filter_map(|(k, _, v)| slab::class_for(k.len(), v.len()))
+            .map(|class| CLASS_SIZES[class] as u64)
+            .sum()
+    }
+
+    /// Plans a demotion down to the low watermark, less `room` bytes kept free for a
+    /// promotion. `ranges` are the candidates: the upper
     /// bounds (inclusive) of the capacity tier's tables in key order, with their entry
     /// counts; the last range is unbounded above. Popular keys stay, unless nothing else
     /// can go. Keys with versions kept for snapshots stay.
-    pub fn plan_demotion(&self, bounds: &[(Vec<u8>, u64)]) -> Result<Option<Demotion>> {
+    pub fn plan_demotion(&self, bounds: &[(Vec<u8>, u64)], room: u64) -> Result<Option<Demotion>> {
         // NB: ranges must be non-empty: strictly increasing bounds only.
         let mut sorted: Vec<(Vec<u8>, u64)> = Vec::with_capacity(bounds.len());
         for b in bounds {
@@ -591,11 +743,28 @@ impl HotStore {
         // `commit` takes them the other way round.
         let mut cursor = self.pending.lock().cursor;
         let index = self.index.read();
-        let target = (self.opts.budget as f64 * LOW_WATERMARK) as u64;
+        let target = ((self.opts.budget as f64 * LOW_WATERMARK) as u64).saturating_sub(room);
         if index.bytes <= target {
             return Ok(None);
         }
         let mapper = self.mapper(&index);
+        let bucket_bounds: Vec<Vec<u8>> = bounds.iter().map(|b| b.0.clone()).collect();
+        let mut buckets = self.buckets.lock();
+        if !buckets.has_bounds(&bucket_bounds) {
+            // Compaction changed the capacity tier's tables: recount in one pass.
+            let keys = index
+                .map
+                .iter()
+                .map(|(k, vs)| (k.as_slice(), vs[0].overlaps));
+            *buckets = buckets::Buckets::count(bucket_bounds, keys);
+        } else if cfg!(debug_assertions) {
+            // The counters moved with every key in and out: they match a recount.
+            let keys = index
+                .map
+                .iter()
+                .map(|(k, vs)| (k.as_slice(), vs[0].overlaps));
+            assert_eq!(*buckets, buckets::Buckets::count(bucket_bounds, keys));
+        }
         let mut rng = rand::thread_rng();
         // Range i: keys above bound i-1, up to bound i (the last one unbounded).
         let n = bounds.len() + 1;
@@ -615,18 +784,23 @@ impl HotStore {
         let mut victims = Vec::new();
         let mut freed = 0u64;
         let mut taken = BTreeSet::new();
+        let mut chosen: BTreeSet<&[u8]> = BTreeSet::new();
         for keep_popular in [true, false] {
             for _ in 0..n {
-                if index.bytes - freed <= target {
+                if index.bytes.saturating_sub(freed) <= target {
                     break;
                 }
                 let mut stats = |i: usize| {
+                    // F's denominator and o from the bucket's counters; the clocks change
+                    // with every read, so benefit and p are read off the range's keys.
+                    let (fast_objects, overlap) = buckets.counts(i);
                     let mut r = msc::RangeStats {
                         flash_objects: bounds.get(i).map_or(0, |b| b.1),
+                        fast_objects,
+                        overlap,
                         ..Default::default()
                     };
                     for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
-                        r.fast_objects += 1;
                         let clock = self.tracker.clock(k);
                         r.coldness += tracker::coldness(clock);
                         if keep_popular && vs.len() == 1 && mapper.is_popular(clock, 0.5) {
@@ -645,10 +819,14 @@ impl HotStore {
                     continue;
                 }
                 for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
-                    if index.bytes - freed <= target {
+                    if index.bytes.saturating_sub(freed) <= target {
                         break;
                     }
                     if vs.len() != 1 || (keep_popular && popular_of(k)) {
+                        continue;
+                    }
+                    // NB: the second pass walks ranges the first one took from already.
+                    if !chosen.insert(k.as_slice()) {
                         continue;
                     }
                     freed += CLASS_SIZES[vs[0].loc.class] as u64;
@@ -656,6 +834,7 @@ impl HotStore {
                 }
             }
         }
+        drop(buckets);
         drop(index);
         self.pending.lock().cursor = cursor;
         // NB: the slots are read under the index lock, so none is reused meanwhile.
@@ -701,7 +880,9 @@ impl HotStore {
                 if !same {
                     continue;
                 }
-                index.map.remove(&k);
+                if let Some(vs) = index.map.remove(&k) {
+                    self.buckets.lock().remove(&k, vs[0].overlaps);
+                }
                 index.drop_version(loc);
                 cleared.push(loc);
             }

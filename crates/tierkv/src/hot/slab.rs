@@ -156,6 +156,11 @@ impl SlabFile {
         slots_in(self.slot_size, self.file.read().size())
     }
 
+    /// Bytes of the file now.
+    pub fn file_bytes(&self) -> u64 {
+        self.file.read().size()
+    }
+
     /// Grows the file so that it holds at least `slots` slots.
     pub fn ensure(&self, slots: u64) -> Result<()> {
         if self.capacity() >= slots {

@@ -497,6 +497,16 @@ pub struct HotTierOptions {
     pub pinned_share: f64,
     /// How the range to demote is chosen. Default approximate.
     pub msc_policy: MscPolicy,
+    /// Point reads per promotion epoch: while an epoch runs, popular objects read from the
+    /// LSM's tables below L0 are copied into the store. Default 1 000 000 (PrismDB's 1M
+    /// operations). Range 1..=2^40.
+    pub promotion_epoch_ops: u64,
+    /// Point reads promotions pause for once an epoch raised the store's share of reads by
+    /// less than `promotion_min_gain`. Default 10 000 000. Range 0..=2^40.
+    pub promotion_cooldown_ops: u64,
+    /// Least rise of the store's share of point reads (0.01: one point in a hundred) an epoch
+    /// must bring for the next one to run. Default 0.01. Range 0.0..=1.0.
+    pub promotion_min_gain: f64,
 }
 
 impl Default for HotTierOptions {
@@ -507,6 +517,9 @@ impl Default for HotTierOptions {
             tracker_share: 0.2,
             pinned_share: 0.7,
             msc_policy: MscPolicy::Approximate,
+            promotion_epoch_ops: 1_000_000,
+            promotion_cooldown_ops: 10_000_000,
+            promotion_min_gain: 0.01,
         }
     }
 }
@@ -551,7 +564,20 @@ impl HotTierOptions {
     fn validate(&self) -> Result<()> {
         check_range("hot_budget", self.budget, 64 << 10, 16 << 40)?;
         check_range("hot_tracker_share", self.tracker_share, 0.0, 1.0)?;
-        check_range("hot_pinned_share", self.pinned_share, 0.0, 1.0)
+        check_range("hot_pinned_share", self.pinned_share, 0.0, 1.0)?;
+        check_range(
+            "hot_promotion_epoch_ops",
+            self.promotion_epoch_ops,
+            1,
+            1 << 40,
+        )?;
+        check_range(
+            "hot_promotion_cooldown_ops",
+            self.promotion_cooldown_ops,
+            0,
+            1 << 40,
+        )?;
+        check_range("hot_promotion_min_gain", self.promotion_min_gain, 0.0, 1.0)
     }
 }
 

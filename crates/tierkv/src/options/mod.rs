@@ -15,6 +15,7 @@ pub use groups::{
     TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
 };
 pub use groups::{HotTier, HotTierOptions, MscPolicy};
+pub use presets::Preset;
 pub use toml_file::parse_size;
 
 use crate::env::{Fs, PosixFs};
@@ -549,6 +550,9 @@ options_by_name! {
     hot_tracker_share: f64 => @ hot_tier.tracker_share;
     hot_pinned_share: f64 => @ hot_tier.pinned_share;
     msc_policy: MscPolicy => @ hot_tier.msc_policy;
+    hot_promotion_epoch_ops: u64 => @ hot_tier.promotion_epoch_ops;
+    hot_promotion_cooldown_ops: u64 => @ hot_tier.promotion_cooldown_ops;
+    hot_promotion_min_gain: f64 => @ hot_tier.promotion_min_gain;
     wal_zone_size: u64 => @ wal.zone_size;
     wal_zones: u32 => @ wal.zones;
     wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;

@@ -431,7 +431,6 @@ impl Table {
     }
 
     /// False only if the filter proves `user_key` absent; true without a filter.
-    #[cfg(test)]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
