@@ -87,6 +87,12 @@ struct Args {
     /// 1 = synchronous calls. RocksDB has no asynchronous API and runs with 1 (the report says so).
     #[arg(long, default_value_t = 1)]
     inflight: usize,
+    /// How an engine without an asynchronous API (RocksDB) meets --inflight N > 1: `equal`
+    /// gives it N times --threads client threads, so both sides keep the same number of
+    /// requests outstanding (the fair headline ratio); `threads` keeps --threads, one request
+    /// each. Quote both when they differ.
+    #[arg(long, value_enum, default_value_t = Outstanding::Equal)]
+    outstanding: Outstanding,
     /// Point reads a client thread gathers into one multi-get (tierkv multi_get, or
     /// submit_multi_get with --inflight; RocksDB's batched MultiGet); 1 = one get per read.
     /// Other operations flush the gathered reads first. ops/s counts keys; `mget` latencies
@@ -377,10 +383,20 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
     let inflight_note = if spec.inflight > 1 && !engine.supports_async() {
         let note = format!(
             "{engine_spec} has no asynchronous API: --inflight {} falls back to 1 request in \
-             flight per thread (synchronous calls)",
-            spec.inflight
+             flight per thread (synchronous calls){}",
+            spec.inflight,
+            match args.outstanding {
+                Outstanding::Equal => format!(
+                    ", on {} client threads for as many requests outstanding",
+                    spec.threads * spec.inflight
+                ),
+                Outstanding::Threads => " on as many threads (--outstanding threads)".into(),
+            }
         );
         eprintln!("tierkv-bench: {note}");
+        if args.outstanding == Outstanding::Equal {
+            spec.threads *= spec.inflight;
+        }
         spec.inflight = 1;
         Some(note)
     } else {
@@ -471,6 +487,15 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         }
     }
     Ok(record.to_json())
+}
+
+/// See `Args::outstanding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Outstanding {
+    /// As many client threads as the asynchronous engine has requests in flight.
+    Equal,
+    /// The same client threads, one request each.
+    Threads,
 }
 
 fn main() {

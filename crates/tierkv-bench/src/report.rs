@@ -412,7 +412,11 @@ pub fn print_comparison(records: &[Value]) {
         .iter()
         .any(|r| r["inflight"].as_u64() != r["inflight_requested"].as_u64())
     {
-        println!("  * fewer requests in flight than --inflight asked: the engine has no asynchronous API");
+        println!(
+            "  * fewer requests in flight per thread than --inflight asked: the engine has no \
+             asynchronous API; with --outstanding equal (the default) it ran that many times the \
+             client threads, so both sides kept as many requests outstanding"
+        );
     }
     let multiget = base["multiget"].as_u64().unwrap_or(1) as usize;
     if let Some(note) = multiget_latency_note(multiget) {
