@@ -60,6 +60,8 @@ enum Extra {
     HotStore,
     /// SplitKV's value log, with a threshold low enough that most values go to it.
     SplitValues,
+    /// The capacity tier's tables on an emulated zoned device (`tables = "zones"`).
+    ZonedTables,
 }
 
 impl Config {
@@ -196,6 +198,16 @@ const CONFIGS: &[Config] = &[
         TINY_TABLE,
     )
     .with(Extra::SplitValues),
+    config(
+        "group-ztables-lz4",
+        Group,
+        Fixed,
+        1,
+        Lz4,
+        TINY_MEM,
+        TINY_TABLE,
+    )
+    .with(Extra::ZonedTables),
 ];
 
 /// Seeds that once failed; each runs in CI with the default number of operations.
@@ -225,9 +237,15 @@ fn options(c: &Config, fs: &Arc<FaultFs>) -> Options {
         Extra::None => b,
         Extra::HotStore => b.hot_tier(tierkv::HotTier::Slab).hot_budget(64 << 10),
         Extra::SplitValues => b.values(tierkv::ValuesMode::Split).split_threshold(64),
+        Extra::ZonedTables => b,
     };
-    b.build()
-        .unwrap_or_else(|e| panic!("{}: options: {e}", c.name))
+    let mut o = b
+        .build()
+        .unwrap_or_else(|e| panic!("{}: options: {e}", c.name));
+    if c.extra == Extra::ZonedTables {
+        o.tiers[1] = o.tiers[1].clone().with_zoned_tables(256 << 10, 64);
+    }
+    o
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -375,7 +375,9 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     edit.deleted_files = deleted(task.level, &task.inputs);
     edit.deleted_files
         .extend(deleted(out_level, &task.next_inputs[installed..]));
-    install_outputs(db, &mut edit, out_level, slot, &files)
+    install_outputs(db, &mut edit, out_level, slot, &files)?;
+    merged.offer();
+    Ok(())
 }
 
 /// Adds `outputs` at `level` to `edit` and applies it; `slot` is the level's counter slot.

@@ -306,6 +306,10 @@ pub(super) struct OfferingIter<'a> {
     offering: bool,
     /// The user key of the last entry offered or passed over.
     last_key: Vec<u8>,
+    /// Candidates met, offered only by [`OfferingIter::offer`] once the compaction's outputs
+    /// are installed: the job keeps a candidate only if its newest version is below L0, which
+    /// it is not until then (offered at once, a job running mid-compaction dropped them all).
+    met: Vec<(Vec<u8>, SeqNo, Vec<u8>)>,
 }
 
 impl<'a> OfferingIter<'a> {
@@ -317,6 +321,21 @@ impl<'a> OfferingIter<'a> {
             db,
             offering,
             last_key: Vec::new(),
+            met: Vec::new(),
+        }
+    }
+
+    /// Offers the candidates met, after the compaction installed its outputs.
+    pub fn offer(self) {
+        let Some(hot) = self.db.hot.as_ref() else {
+            return;
+        };
+        let mut ready = false;
+        for (key, seq, value) in &self.met {
+            ready |= hot.offer_promotion(key, *seq, value);
+        }
+        if ready {
+            self.db.bg_cv.notify_all();
         }
     }
 
@@ -336,9 +355,12 @@ impl<'a> OfferingIter<'a> {
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(p.user_key);
-        if p.kind == ValueKind::Value && hot.offer_promotion(p.user_key, p.seq, self.inner.value())
+        if p.kind == ValueKind::Value
+            && self.met.len() < crate::hot::promote::MAX_QUEUED
+            && hot.wants_promotion(p.user_key, self.inner.value())
         {
-            self.db.bg_cv.notify_all();
+            self.met
+                .push((p.user_key.to_vec(), p.seq, self.inner.value().to_vec()));
         }
     }
 }

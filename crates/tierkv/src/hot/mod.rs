@@ -341,15 +341,16 @@ impl HotStore {
     /// epoch runs if the tracker holds its key at the hottest clock value (the mapper decides
     /// in the job) and it fits a slot. Returns true once a batch waits for the job.
     pub fn offer_promotion(&self, user_key: &[u8], seq: SeqNo, value: &[u8]) -> bool {
-        if self.read_only || !self.promoter.promoting() {
-            return false;
-        }
-        if self.tracker.clock(user_key) != Some(tracker::MAX_CLOCK)
-            || slab::class_for(user_key.len(), value.len()).is_none()
-        {
-            return false;
-        }
-        self.promoter.offer(user_key, seq, value)
+        self.wants_promotion(user_key, value) && self.promoter.offer(user_key, seq, value)
+    }
+
+    /// Whether an object would be taken as a promotion candidate now (see
+    /// [`HotStore::offer_promotion`]).
+    pub fn wants_promotion(&self, user_key: &[u8], value: &[u8]) -> bool {
+        !self.read_only
+            && self.promoter.promoting()
+            && self.tracker.clock(user_key) == Some(tracker::MAX_CLOCK)
+            && slab::class_for(user_key.len(), value.len()).is_some()
     }
 
     /// Copies `objects` (user key, sequence, value: each the newest version of its key, which

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Candidates that make a promotion job worth its journal write and syncs.
 pub(crate) const BATCH: usize = 32;
 /// Most candidates queued; later ones are dropped until a job drains the queue.
-const MAX_QUEUED: usize = 4096;
+pub(crate) const MAX_QUEUED: usize = 4096;
 
 /// Where the schedule stands.
 #[derive(Debug, Clone, Copy, PartialEq)]
