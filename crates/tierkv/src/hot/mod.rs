@@ -276,6 +276,15 @@ impl HotStore {
             index.free[class].reverse();
         }
         let tracked = ((lsm_entries + index.map.len() as u64) as f64 * opts.tracker_share) as usize;
+        // The recovered keys, counted as no overlap (not known after a restart); the first
+        // demotion round recounts them over the capacity tier's bounds of the day.
+        let recovered = buckets::Buckets::count(
+            Vec::new(),
+            index
+                .map
+                .iter()
+                .map(|(k, vs)| (k.as_slice(), vs[0].overlaps)),
+        );
         let store = HotStore {
             dir,
             fs: Arc::clone(fs),
@@ -284,7 +293,7 @@ impl HotStore {
             pending: Mutex::new(pending),
             tracker: Tracker::new(tracked.max(MIN_TRACKED)),
             promoter: promote::Promoter::new(opts),
-            buckets: Mutex::new(buckets::Buckets::default()),
+            buckets: Mutex::new(recovered),
             opts: opts.clone(),
             counters: HotCounters::default(),
             read_only,
