@@ -16,7 +16,7 @@ mod workload;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use engine::{EngineConfig, TierDir, TierkvExtra};
+use engine::{EngineConfig, TableZones, TierDir, TierkvExtra};
 use report::{RunRecord, TierMeasure};
 use runner::RunSpec;
 use std::path::PathBuf;
@@ -158,6 +158,18 @@ struct Args {
     /// tierkv zoned WAL: zones of the emulated zoned device (engine default 16).
     #[arg(long)]
     zones: Option<u32>,
+    /// tierkv: keep the capacity tier's tables on an emulated zoned device (`tables = "zones"`)
+    /// of --table-zones zones of --table-zone-size bytes, in the tier's directory.
+    #[arg(long)]
+    zoned_tables: bool,
+    /// tierkv --zoned-tables: zone size of the tables' device, with an optional K/M/G suffix
+    /// (engine default 64M).
+    #[arg(long, requires = "zoned_tables")]
+    table_zone_size: Option<String>,
+    /// tierkv --zoned-tables: zones of the tables' device, two for its journal (engine
+    /// default 64).
+    #[arg(long, requires = "zoned_tables")]
+    table_zones: Option<u32>,
     /// tierkv: threads serving asynchronous reads and deferred writes (engine default 2).
     #[arg(long)]
     pipeline_workers: Option<usize>,
@@ -282,6 +294,23 @@ impl Args {
         })
     }
 
+    /// The capacity tier's zoned device with `--zoned-tables`, the engine's defaults filling
+    /// what is not given.
+    fn table_zones(&self) -> Result<Option<TableZones>> {
+        if !self.zoned_tables {
+            return Ok(None);
+        }
+        // NB: a new tier carries the engine's default zone size and count.
+        let defaults = tierkv::TierConfig::new("capacity", "");
+        Ok(Some(TableZones {
+            zone_size: match &self.table_zone_size {
+                Some(text) => parse_size(text)?,
+                None => defaults.zone_size,
+            },
+            zones: self.table_zones.unwrap_or(defaults.zones),
+        }))
+    }
+
     fn engine_config(&self, engine: &str) -> Result<EngineConfig> {
         let safe: String = engine
             .chars()
@@ -343,6 +372,7 @@ impl Args {
                     .transpose()?,
                 wal_zone_size: self.zone_size.as_deref().map(parse_size).transpose()?,
                 wal_zones: self.zones,
+                table_zones: self.table_zones()?,
             },
         })
     }

@@ -18,12 +18,17 @@
 
 mod file;
 mod gc;
+mod image;
 pub(crate) mod journal;
 mod meta;
 mod recover;
 mod route;
 pub(crate) mod zones;
 
+pub use image::{
+    JournalPosition, ZoneCheck, ZoneExtent, ZoneFileView, ZoneGeometry, ZoneRole, ZoneView,
+    ZonedDir, ZonedTierImage,
+};
 pub(crate) use route::route_zoned_tiers;
 
 use crate::env::{FileLock, Fs, Lifetime, PositionalFile, RandomAccessFile, WritableFile};
