@@ -667,7 +667,9 @@ mod tierkv_engine {
             return Ok(None);
         }
         if cfg.tiers.len() < 2 {
-            bail!("--zoned-tables puts the capacity tier (tier 1) on zones; there is only one tier");
+            bail!(
+                "--zoned-tables puts the capacity tier (tier 1) on zones; there is only one tier"
+            );
         }
         Ok(Some(1))
     }

@@ -410,10 +410,14 @@ impl ZonedDir {
         fs.exists(&dir.join(DEVICE_FILE))
     }
 
-    /// Reads the device in `dir` and its journal. Fails with `InvalidArgument` when there is
-    /// no device, `Corruption` (naming the device) when its superblock is damaged or data
-    /// zones are written but no journal generation is complete, or `Io`.
-    pub fn open(fs: &dyn Fs, dir: &Path) -> Result<ZonedDir> {
+    /// The geometry recorded by the device in `dir`, read from its superblock alone (cheap:
+    /// no zone is scanned). Fails with `InvalidArgument` when there is no device.
+    pub fn geometry(fs: &dyn Fs, dir: &Path) -> Result<ZoneGeometry> {
+        let device = Self::device_in(fs, dir)?;
+        Ok(geometry_of(&EmulatedZoned::recorded_geometry(fs, &device)?))
+    }
+
+    fn device_in(fs: &dyn Fs, dir: &Path) -> Result<PathBuf> {
         let device = dir.join(DEVICE_FILE);
         if !fs.exists(&device) {
             return Err(Error::invalid(format!(
@@ -421,6 +425,14 @@ impl ZonedDir {
                 dir.display()
             )));
         }
+        Ok(device)
+    }
+
+    /// Reads the device in `dir` and its journal. Fails with `InvalidArgument` when there is
+    /// no device, `Corruption` (naming the device) when its superblock is damaged or data
+    /// zones are written but no journal generation is complete, or `Io`.
+    pub fn open(fs: &dyn Fs, dir: &Path) -> Result<ZonedDir> {
+        let device = Self::device_in(fs, dir)?;
         let dev = EmulatedZoned::open_existing(fs, &device, false)?;
         let report = dev.report();
         let newest = newest_generation(&dev, &report, &device)?;

@@ -172,4 +172,6 @@ fn a_directory_without_a_device_is_not_zoned() {
     ));
     let _zfs = open(&fs, geometry(4, 6));
     assert!(ZonedDir::is_zoned(fs.as_ref(), &dir()));
+    let g = ZonedDir::geometry(fs.as_ref(), &dir()).unwrap();
+    assert_eq!((g.zone_size, g.zones, g.lba), (4 * LBA, 6, LBA));
 }
