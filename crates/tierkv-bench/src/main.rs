@@ -624,7 +624,54 @@ fn run(args: &Args) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::*;
+
+    fn config(args: &[&str]) -> EngineConfig {
+        let mut argv = vec!["tierkv-bench"];
+        argv.extend_from_slice(args);
+        Args::try_parse_from(argv)
+            .unwrap()
+            .engine_config("tierkv")
+            .unwrap()
+    }
+
+    #[test]
+    fn zoned_tables_put_the_capacity_tier_on_zones_and_report_them() {
+        let given = config(&[
+            "--zoned-tables",
+            "--table-zone-size",
+            "1M",
+            "--table-zones",
+            "6",
+        ]);
+        let zones = TableZones {
+            zone_size: 1 << 20,
+            zones: 6,
+        };
+        assert_eq!(given.tierkv.table_zones, Some(zones));
+        let defaults = config(&["--zoned-tables"]).tierkv.table_zones.unwrap();
+        assert_eq!((defaults.zone_size, defaults.zones), (64 << 20, 64));
+        assert_eq!(config(&[]).tierkv.table_zones, None);
+        let without = Args::try_parse_from(["tierkv-bench", "--table-zones", "8"]);
+        assert!(without.is_err(), "--table-zones needs --zoned-tables");
+
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = given;
+        for t in &mut cfg.tiers {
+            t.dir = root.path().join(&t.name);
+        }
+        let engine = engine::open("tierkv", &cfg).unwrap();
+        engine.put(b"key", b"value").unwrap();
+        engine.flush().unwrap();
+        let counters = engine.counters();
+        let names: Vec<&str> = counters
+            .zoned_tiers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(names, ["capacity"]);
+        assert!(root.path().join("capacity").join("ZONED-DEVICE").exists());
+    }
 
     #[test]
     fn sizes_parse_with_binary_suffixes() {
