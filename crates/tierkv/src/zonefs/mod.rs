@@ -16,6 +16,7 @@
 //! - A removed file's open readers fail: its zones may be reset at once.
 //! - A full device is an `Io` error of kind `StorageFull` and changes nothing.
 
+mod consistency;
 mod file;
 mod gc;
 mod image;
@@ -25,9 +26,10 @@ mod recover;
 mod route;
 pub(crate) mod zones;
 
+pub use consistency::ZoneCheck;
 pub use image::{
-    JournalPosition, ZoneCheck, ZoneExtent, ZoneFileView, ZoneGeometry, ZoneRole, ZoneView,
-    ZonedDir, ZonedTierImage,
+    JournalPosition, ZoneExtent, ZoneFileView, ZoneGeometry, ZoneRole, ZoneView, ZonedDir,
+    ZonedTierImage,
 };
 pub(crate) use route::route_zoned_tiers;
 
