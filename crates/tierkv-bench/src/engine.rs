@@ -44,6 +44,9 @@ pub struct EngineCounters {
     pub placement: Option<(String, u64)>,
     /// Asynchronous API figures, if the engine has one (tierkv).
     pub async_api: Option<AsyncCounters>,
+    /// Each tier whose tables live on an emulated zoned device, with its zone file system's
+    /// figures (tierkv, `--zoned-tables`).
+    pub zoned_tiers: Vec<(String, tierkv::ZoneFsStats)>,
     /// Free-form engine statistics for the human report.
     pub detail: String,
 }
@@ -158,6 +161,18 @@ pub struct TierkvExtra {
     pub wal_zone_size: Option<u64>,
     /// `wal_zones`: the emulated zoned device's zone count.
     pub wal_zones: Option<u32>,
+    /// The capacity tier (tier 1) keeps its tables on an emulated zoned device of this many
+    /// zones of this many bytes (`tables = "zones"`).
+    pub table_zones: Option<TableZones>,
+}
+
+/// The emulated zoned device holding the capacity tier's tables (`--zoned-tables`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableZones {
+    /// Bytes of each zone.
+    pub zone_size: u64,
+    /// Zones of the device, two of them for its metadata journal.
+    pub zones: u32,
 }
 
 /// One tier of the benchmark's storage.
@@ -508,8 +523,12 @@ mod tierkv_engine {
                 .background_threads(cfg.background_threads)
                 .target_file_size(cfg.target_file_size)
                 .max_bytes_for_level_base(cfg.max_bytes_for_level_base);
-            for t in &cfg.tiers {
-                let tier = TierConfig::new(&t.name, &t.dir);
+            let zoned_tier = zoned_table_tier(cfg)?;
+            for (i, t) in cfg.tiers.iter().enumerate() {
+                let mut tier = TierConfig::new(&t.name, &t.dir);
+                if let (Some(z), true) = (cfg.tierkv.table_zones, zoned_tier == Some(i)) {
+                    tier = tier.with_zoned_tables(z.zone_size, z.zones);
+                }
                 b = b.tier(tier.with_capacity(t.capacity.unwrap_or(u64::MAX)));
             }
             if profile.hot {
@@ -642,6 +661,19 @@ mod tierkv_engine {
         }
     }
 
+    /// The tier whose tables go on zones with `--zoned-tables`: the capacity tier (tier 1).
+    fn zoned_table_tier(cfg: &EngineConfig) -> Result<Option<usize>> {
+        if cfg.tierkv.table_zones.is_none() {
+            return Ok(None);
+        }
+        if cfg.tiers.len() < 2 {
+            bail!(
+                "--zoned-tables puts the capacity tier (tier 1) on zones; there is only one tier"
+            );
+        }
+        Ok(Some(1))
+    }
+
     fn wal_counters(s: &tierkv::Stats) -> WalCounters {
         WalCounters {
             io_path: s.wal_io_path.clone(),
@@ -761,6 +793,7 @@ mod tierkv_engine {
                 wal: Some(wal_counters(&s)),
                 placement: Some((s.placement.clone(), s.migrations)),
                 async_api: Some(async_counters(&s)),
+                zoned_tiers: s.zoned_tiers.clone(),
                 detail: s.to_string(),
             }
         }
@@ -1015,6 +1048,7 @@ mod rocks {
                 wal: None,
                 placement: None,
                 async_api: None,
+                zoned_tiers: Vec::new(),
                 detail: self
                     .db
                     // Per-level compaction figures (read, written, write amplification).

@@ -16,7 +16,7 @@ mod workload;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use engine::{EngineConfig, TierDir, TierkvExtra};
+use engine::{EngineConfig, TableZones, TierDir, TierkvExtra};
 use report::{RunRecord, TierMeasure};
 use runner::RunSpec;
 use std::path::PathBuf;
@@ -164,6 +164,18 @@ struct Args {
     /// tierkv zoned WAL: zones of the emulated zoned device (engine default 16).
     #[arg(long)]
     zones: Option<u32>,
+    /// tierkv: keep the capacity tier's tables on an emulated zoned device (`tables = "zones"`)
+    /// of --table-zones zones of --table-zone-size bytes, in the tier's directory.
+    #[arg(long)]
+    zoned_tables: bool,
+    /// tierkv --zoned-tables: zone size of the tables' device, with an optional K/M/G suffix
+    /// (engine default 64M).
+    #[arg(long, requires = "zoned_tables")]
+    table_zone_size: Option<String>,
+    /// tierkv --zoned-tables: zones of the tables' device, two for its journal (engine
+    /// default 64).
+    #[arg(long, requires = "zoned_tables")]
+    table_zones: Option<u32>,
     /// tierkv: threads serving asynchronous reads and deferred writes (engine default 2).
     #[arg(long)]
     pipeline_workers: Option<usize>,
@@ -288,6 +300,23 @@ impl Args {
         })
     }
 
+    /// The capacity tier's zoned device with `--zoned-tables`, the engine's defaults filling
+    /// what is not given.
+    fn table_zones(&self) -> Result<Option<TableZones>> {
+        if !self.zoned_tables {
+            return Ok(None);
+        }
+        // NB: a new tier carries the engine's default zone size and count.
+        let defaults = tierkv::TierConfig::new("capacity", "");
+        Ok(Some(TableZones {
+            zone_size: match &self.table_zone_size {
+                Some(text) => parse_size(text)?,
+                None => defaults.zone_size,
+            },
+            zones: self.table_zones.unwrap_or(defaults.zones),
+        }))
+    }
+
     fn engine_config(&self, engine: &str) -> Result<EngineConfig> {
         let safe: String = engine
             .chars()
@@ -349,6 +378,7 @@ impl Args {
                     .transpose()?,
                 wal_zone_size: self.zone_size.as_deref().map(parse_size).transpose()?,
                 wal_zones: self.zones,
+                table_zones: self.table_zones()?,
             },
         })
     }
@@ -619,7 +649,54 @@ fn run(args: &Args) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::*;
+
+    fn config(args: &[&str]) -> EngineConfig {
+        let mut argv = vec!["tierkv-bench"];
+        argv.extend_from_slice(args);
+        Args::try_parse_from(argv)
+            .unwrap()
+            .engine_config("tierkv")
+            .unwrap()
+    }
+
+    #[test]
+    fn zoned_tables_put_the_capacity_tier_on_zones_and_report_them() {
+        let given = config(&[
+            "--zoned-tables",
+            "--table-zone-size",
+            "1M",
+            "--table-zones",
+            "6",
+        ]);
+        let zones = TableZones {
+            zone_size: 1 << 20,
+            zones: 6,
+        };
+        assert_eq!(given.tierkv.table_zones, Some(zones));
+        let defaults = config(&["--zoned-tables"]).tierkv.table_zones.unwrap();
+        assert_eq!((defaults.zone_size, defaults.zones), (64 << 20, 64));
+        assert_eq!(config(&[]).tierkv.table_zones, None);
+        let without = Args::try_parse_from(["tierkv-bench", "--table-zones", "8"]);
+        assert!(without.is_err(), "--table-zones needs --zoned-tables");
+
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = given;
+        for t in &mut cfg.tiers {
+            t.dir = root.path().join(&t.name);
+        }
+        let engine = engine::open("tierkv", &cfg).unwrap();
+        engine.put(b"key", b"value").unwrap();
+        engine.flush().unwrap();
+        let counters = engine.counters();
+        let names: Vec<&str> = counters
+            .zoned_tiers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(names, ["capacity"]);
+        assert!(root.path().join("capacity").join("ZONED-DEVICE").exists());
+    }
 
     #[test]
     fn sizes_parse_with_binary_suffixes() {

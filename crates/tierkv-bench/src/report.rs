@@ -103,6 +103,53 @@ fn multiget_latency_note(multiget: usize) -> Option<String> {
     })
 }
 
+/// Each zoned tier's zone file system figures, for the JSON record.
+fn zoned_tiers_json(tiers: &[(String, tierkv::ZoneFsStats)]) -> Value {
+    let mut out = Map::new();
+    for (name, z) in tiers {
+        out.insert(
+            name.clone(),
+            json!({
+                "engine_bytes": z.engine_bytes,
+                "data_bytes": z.data_bytes,
+                "padding_bytes": z.padding_bytes,
+                "gc_bytes": z.gc_bytes,
+                "meta_bytes": z.meta_bytes,
+                "zone_write_amplification": z.write_amplification(),
+                "live_bytes": z.live_bytes,
+                "zones_free": z.zones_free,
+                "zones_active": z.zones_active,
+                "zones_full": z.zones_full,
+                "gc_zones_reclaimed": z.gc_zones_reclaimed,
+                "resets": z.resets,
+            }),
+        );
+    }
+    Value::Object(out)
+}
+
+/// One line per zoned tier: zone write amplification, garbage collection, zones.
+fn print_zoned_tiers(tiers: &[(String, tierkv::ZoneFsStats)]) {
+    for (name, z) in tiers {
+        println!(
+            "  tables on zones ({name}): zone write amplification {:.3} ({} zone bytes for {} \
+             engine bytes: {} padding, {} GC, {} journal); GC reclaimed {} zones; {} resets; \
+             zones {} free, {} active, {} full",
+            z.write_amplification(),
+            z.data_bytes + z.gc_bytes + z.meta_bytes,
+            z.engine_bytes,
+            z.padding_bytes,
+            z.gc_bytes,
+            z.meta_bytes,
+            z.gc_zones_reclaimed,
+            z.resets,
+            z.zones_free,
+            z.zones_active,
+            z.zones_full,
+        );
+    }
+}
+
 impl RunRecord<'_> {
     /// Device bytes written over user bytes written (load + run); engine counters are used
     /// where no device counters exist.
@@ -200,6 +247,7 @@ impl RunRecord<'_> {
             "client_busy_sleeps": self.run.busy_sleeps,
         });
         record["zoned_wal"] = json!(zoned);
+        record["zoned_tiers"] = zoned_tiers_json(&self.counters.zoned_tiers);
         record
     }
 
@@ -331,6 +379,7 @@ impl RunRecord<'_> {
                 );
             }
         }
+        print_zoned_tiers(&self.counters.zoned_tiers);
         if let Some(a) = &self.counters.async_api {
             println!(
                 "  async: {} requests, {} busy rejections, {} lucky reads; client waited on busy \

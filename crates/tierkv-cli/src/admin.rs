@@ -5,6 +5,7 @@ use crate::text::{human_bytes, Encoding};
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::time::Instant;
+use tierkv::inspect::{self, ZoneRole};
 use tierkv::{Db, ReadOptions};
 
 /// `stats`: the engine's report, and with `--files` every live table.
@@ -45,8 +46,9 @@ pub fn compact(db: &Db, out: &mut dyn Write) -> Result<u8> {
 
 /// `check`: opening (read-only, so a damaged database is inspected, not changed) already
 /// replayed and checked the MANIFEST and WAL; this verifies every block of every live table,
-/// then reads every key through the normal read path. The first damage found is the error
-/// (exit 3), and it names the file.
+/// then reads every key through the normal read path, and checks every zoned tier's zones
+/// against its files' extents. The first damage found is the error (exit 3), and it names the
+/// file.
 pub fn check(db: &Db, out: &mut dyn Write) -> Result<u8> {
     let start = Instant::now();
     let tables = db.live_files().len();
@@ -58,6 +60,7 @@ pub fn check(db: &Db, out: &mut dyn Write) -> Result<u8> {
     let (_, separated) = db
         .check_values()
         .context("value-log pointer verification failed")?;
+    let zoned = check_zoned_tiers(db)?;
     writeln!(
         out,
         "ok: MANIFEST and WAL replayed; {blocks} blocks in {tables} tables verified; \
@@ -65,7 +68,36 @@ pub fn check(db: &Db, out: &mut dyn Write) -> Result<u8> {
         human_bytes(bytes),
         start.elapsed().as_secs_f64()
     )?;
+    for line in zoned {
+        writeln!(out, "{line}")?;
+    }
     Ok(OK)
+}
+
+/// Checks each zoned tier's zone file system (every zone free, active, metadata or owned by a
+/// live file; live bytes matching the extents); returns one summary line per tier.
+fn check_zoned_tiers(db: &Db) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for (tier, image) in inspect::zoned_tiers(db) {
+        let c = image
+            .check()
+            .with_context(|| format!("zoned tier {tier}: zone check failed"))?;
+        let free = image
+            .zones
+            .iter()
+            .filter(|z| z.role == ZoneRole::Free)
+            .count();
+        lines.push(format!(
+            "ok: zoned tier {tier}: {} files, {} extents in {} zones ({} live), {free} of {} \
+             zones free; every zone free, active, metadata or owned by a live file",
+            c.files,
+            c.extents,
+            c.zones_in_use,
+            human_bytes(c.live_bytes),
+            image.zones.len(),
+        ));
+    }
+    Ok(lines)
 }
 
 /// Reads every live key and value; returns their count and bytes.

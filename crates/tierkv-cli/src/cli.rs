@@ -162,15 +162,22 @@ pub enum Command {
     },
     /// Compact the whole key range down to the last level, then print statistics.
     Compact,
-    /// Verify every checksum (MANIFEST, WAL, every table block) and scan every key, without
-    /// changing the database.
+    /// Verify every checksum (MANIFEST, WAL, every table block), scan every key and check every
+    /// zoned tier's zones against its files, without changing the database.
     Check,
     /// Print the edits of the live MANIFEST on tier 0, without opening the database.
     DumpManifest,
     /// Print the records of WAL files (default: every *.log on tier 0) and how each ends.
     DumpWal(DumpWalArgs),
-    /// Print a table file's properties, index and first entries.
+    /// Print a table file's properties, index and first entries (a table of a zoned tier is
+    /// read from the tier's zones).
     DumpSst(DumpSstArgs),
+    /// Print a zoned tier's device geometry, every zone (role, condition, write pointer, live
+    /// bytes, owning files) and every file's extents, then check them; reads only.
+    DumpZones {
+        /// The tier directory (holding ZONED-DEVICE).
+        dir: PathBuf,
+    },
     /// Create a database, load random records, read them back, print throughput and stats.
     Demo(DemoArgs),
 }

@@ -243,9 +243,8 @@ fn write_wal_tail(records: u64, tail: &LogTail, out: &mut dyn Write) -> Result<(
 /// `dump-sst`: properties, the first index entries and the first data entries.
 pub fn sst(args: &DumpSstArgs, enc: Encoding, out: &mut dyn Write) -> Result<u8> {
     let path = &args.file;
-    let file = PosixFs::new()
-        .open_read(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+    // NB: a table of a zoned tier is read from the tier's zones.
+    let file = crate::zones::open_file(path)?;
     let table = Table::open(file, path)?;
     writeln!(out, "file: {}", path.display())?;
     write_properties(&table, enc, out)?;

@@ -2,8 +2,8 @@
 //! `sst_dump`, plus a `demo` benchmark.
 //!
 //! Modules: `cli` (argument parsing), `open` (flags -> `Options`), `text` (escaping, hex),
-//! `errors` (exit codes), one module per group of commands (`kv`, `admin`, `dump`, `demo`) and
-//! `progress` (the progress bar). Results go to stdout, diagnostics to stderr prefixed
+//! `errors` (exit codes), one module per group of commands (`kv`, `admin`, `dump`, `zones`,
+//! `demo`) and `progress` (the progress bar). Results go to stdout, diagnostics to stderr prefixed
 //! `tierkv: `; the exit codes are listed in `--help`.
 
 mod admin;
@@ -15,6 +15,7 @@ mod kv;
 mod open;
 mod progress;
 mod text;
+mod zones;
 
 use anyhow::Result;
 use clap::Parser;
@@ -82,6 +83,7 @@ fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::DumpManifest => dump::manifest(&engine.tier0_dir()?, enc, out),
         Command::DumpWal(args) => dump::wal(&engine.tier0_dir()?, args, enc, out),
         Command::DumpSst(args) => dump::sst(args, enc, out),
+        Command::DumpZones { dir } => zones::dump(dir, out),
         Command::Demo(args) => demo::demo(engine, args, out),
     }
 }

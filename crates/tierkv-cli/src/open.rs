@@ -2,13 +2,16 @@
 //!
 //! Precedence: a `--config` file replaces the built-in defaults; `--tier` replaces the file's
 //! tiers; the tuning flags override single options. Without a file or `--tier` the tiers are
-//! `./tierkv-data/fast` and `./tierkv-data/capacity`.
+//! `./tierkv-data/fast` and `./tierkv-data/capacity`. A tier directory holding a zoned device
+//! (`ZONED-DEVICE`) is opened as a zoned tier (`tables = "zones"`, the device's geometry).
 
 use crate::cli::EngineArgs;
 use crate::errors::Usage;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use tierkv::{Db, Options, TierConfig};
+use tierkv::env::PosixFs;
+use tierkv::inspect::ZonedDir;
+use tierkv::{Db, Options, TierConfig, TierTables};
 
 /// Where the default tiers live, relative to the working directory.
 pub const DEFAULT_ROOT: &str = "tierkv-data";
@@ -40,6 +43,7 @@ impl EngineArgs {
             opts.tiers = default_tiers();
         }
         self.apply_tuning(&mut opts)?;
+        mark_zoned_tiers(&mut opts)?;
         // NB: out-of-range options are the user's to fix, like a bad flag: a usage error.
         opts.validate()
             .map_err(|e| Usage(format!("invalid options: {e}")))?;
@@ -88,6 +92,22 @@ impl EngineArgs {
     pub fn tier0_dir(&self) -> Result<PathBuf> {
         Ok(self.options(Options::default())?.tiers[0].path.clone())
     }
+}
+
+/// A tier directory holding a zoned device keeps its tables in zones: it is opened with
+/// `tables = "zones"` and the geometry the device records, so `--tier` works on zoned tiers
+/// without repeating their zone settings.
+fn mark_zoned_tiers(opts: &mut Options) -> Result<()> {
+    let fs = PosixFs::new();
+    for tier in &mut opts.tiers {
+        if tier.tables == TierTables::Zones || !ZonedDir::is_zoned(&fs, &tier.path) {
+            continue;
+        }
+        let g = ZonedDir::geometry(&fs, &tier.path)
+            .with_context(|| format!("cannot read the zoned device of tier {}", tier.name))?;
+        *tier = tier.clone().with_zoned_tables(g.zone_size, g.zones);
+    }
+    Ok(())
 }
 
 fn default_tiers() -> Vec<TierConfig> {

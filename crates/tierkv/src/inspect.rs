@@ -21,6 +21,9 @@
 //!   value log (`docs/value-log.md`): [`decode_append_record`], [`read_zoned_device`],
 //!   [`replay_logs`] (every mode's logs, as open replays them), [`decode_hot_slot`],
 //!   [`read_hot_journal`], [`decode_split_value`], [`decode_value_record`].
+//! - Tables on zones (`docs/zonefs.md`): [`ZonedDir`] reads a zoned tier directory on its own
+//!   (geometry, zones, files and their extents, a file's bytes); [`zoned_tiers`] views the
+//!   zoned tiers of an open database; [`ZonedTierImage::check`] checks either.
 //! - File names and tier directories: [`parse_file_name`], [`read_identity`].
 //! - Text helpers shared by the tools: [`human_bytes`], [`parse_size`].
 //! - One part of a format from bytes in memory, for fuzzers and tools that hold a fragment
@@ -53,6 +56,10 @@ pub use crate::wal::log::{LogReader, LogTail};
 pub use crate::wal::parallel::{
     Layout as AreaLayout, Meta as AreaMeta, Recovered as AreaRecovered,
     RecoveredBatch as AreaBatch, Slot as AreaSlot,
+};
+pub use crate::zonefs::{
+    JournalPosition, ZoneCheck, ZoneExtent, ZoneFileView, ZoneGeometry, ZoneRole, ZoneView,
+    ZonedDir, ZonedTierImage,
 };
 
 /// A table file opened on its own, outside any database: no block cache, no tier, no
@@ -410,4 +417,16 @@ pub fn decode_value_record(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     crate::vlog::decode_record(bytes)
         .map(|(k, v)| (k.to_vec(), v.to_vec()))
         .map_err(|what| corrupt(0, what))
+}
+
+// --- tables on zones ---------------------------------------------------------------------------
+
+/// Each zoned tier (`tables = "zones"`) of an open database, by name, as its zone file system
+/// holds it now: files with every extent written, zones with the live bytes the file system
+/// counts. [`ZonedTierImage::check`] compares the two.
+pub fn zoned_tiers(db: &crate::Db) -> Vec<(String, ZonedTierImage)> {
+    db.zoned_file_systems()
+        .iter()
+        .map(|(name, fs)| (name.clone(), fs.image()))
+        .collect()
 }

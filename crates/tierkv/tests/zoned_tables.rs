@@ -178,3 +178,43 @@ fn crashes_while_tables_are_written_to_zones_lose_no_flushed_key() {
         db.verify_checksums().unwrap();
     }
 }
+
+#[test]
+fn the_zones_of_a_running_database_and_of_its_device_agree_and_check() {
+    use tierkv::inspect::{self, ZonedDir};
+    let fs = FaultFs::new(13);
+    let db = Db::open(zoned(&fs, 256 << 10, 10)).unwrap();
+    for round in 0..6 {
+        for i in 0..3000 {
+            db.put(&WriteOptions::default(), &key(i), &value(i, round))
+                .unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        let tiers = inspect::zoned_tiers(&db);
+        assert_eq!(tiers.len(), 1);
+        let (name, image) = &tiers[0];
+        assert_eq!(name, "capacity");
+        let checked = image.check().unwrap();
+        assert_eq!(checked.files as usize, image.files.len());
+        // Every table the database lists on the capacity tier is a file of the device.
+        for table in db.live_files().iter().filter(|f| f.tier == "capacity") {
+            let file = format!("{:06}.sst", table.number);
+            assert!(
+                image
+                    .files
+                    .iter()
+                    .any(|f| f.name == file && f.size == table.size),
+                "round {round}: {file} missing from {:?}",
+                image.files
+            );
+        }
+        // Read on its own, the device lists the same files (all synced now).
+        let offline = ZonedDir::open(fs.as_ref(), Path::new(CAPACITY)).unwrap();
+        assert_eq!(offline.image().files, image.files, "round {round}");
+        offline.image().check().unwrap();
+    }
+    let stats = db.stats();
+    let z = &stats.zoned_tiers[0].1;
+    assert!(z.resets > 0, "overwritten tables' zones were reset: {z:?}");
+}

@@ -405,6 +405,12 @@ impl Db {
         Ok(blocks)
     }
 
+    /// ZONED TABLES: each tier with `tables = "zones"` and its zone file system, for
+    /// `inspect::zoned_tiers`.
+    pub(crate) fn zoned_file_systems(&self) -> &[(String, Arc<crate::zonefs::ZoneFs>)] {
+        &self.inner.zoned
+    }
+
     /// Every live table: level, tier, number, size, user-key range, path and replica.
     pub fn live_files(&self) -> Vec<LiveFile> {
         let version = self.inner.versions.current();

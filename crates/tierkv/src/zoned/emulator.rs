@@ -176,6 +176,14 @@ impl EmulatedZoned {
     /// Opens an existing device with the geometry its superblock records (and the default
     /// limits).
     pub fn open_existing(fs: &dyn Fs, path: &Path, plp: bool) -> Result<EmulatedZoned> {
+        // NB: `open` checks the checksum; a damaged field fails validation first, naming the
+        // file.
+        EmulatedZoned::open(fs, path, Self::recorded_geometry(fs, path)?, plp)
+    }
+
+    /// The geometry an existing device's superblock records (with the default limits),
+    /// without opening the device; its checksum is checked when the device is opened.
+    pub fn recorded_geometry(fs: &dyn Fs, path: &Path) -> Result<Geometry> {
         let mut sb = vec![0u8; SUPER_BODY + 4];
         let file = fs.open_read(path)?;
         let not_device = || {
@@ -197,9 +205,7 @@ impl EmulatedZoned {
         g.zone_size = r.u64().unwrap_or_default();
         g.zone_capacity = r.u64().unwrap_or_default();
         g.zones = r.u32().unwrap_or_default();
-        // NB: `open` checks the checksum; a damaged field fails validation first, naming the
-        // file.
-        EmulatedZoned::open(fs, path, g, plp)
+        Ok(g)
     }
 
     /// The device file.

@@ -5,6 +5,7 @@ use super::journal::Extent;
 use super::{add, Inner};
 use crate::env::{Lifetime, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
+use crate::zoned::emulator::EmulatedZoned;
 use crate::zoned::{ZoneError, ZoneId, ZonedDevice};
 use parking_lot::RwLock;
 use std::path::PathBuf;
@@ -301,32 +302,43 @@ impl RandomAccessFile for ZoneReader {
                 std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
             ));
         }
-        let lba = self.fs.lba;
-        let mut file_pos = 0u64;
-        for e in &state.extents {
-            let (start, stop) = (offset.max(file_pos), end.min(file_pos + e.len));
-            if start < stop {
-                let in_extent = start - file_pos;
-                let first = (e.offset + in_extent) / lba * lba;
-                let last = (e.offset + in_extent + (stop - start)).div_ceil(lba) * lba;
-                let mut tmp = vec![0u8; (last - first) as usize];
-                self.fs
-                    .dev
-                    .read(e.zone, first, &mut tmp)
-                    .map_err(|err| self.fs.zone_error(err))?;
-                let skip = (e.offset + in_extent - first) as usize;
-                buf[(start - offset) as usize..(stop - offset) as usize]
-                    .copy_from_slice(&tmp[skip..skip + (stop - start) as usize]);
-            }
-            file_pos += e.len;
-            if file_pos >= end {
-                break;
-            }
-        }
-        Ok(())
+        read_extents(&self.fs.dev, self.fs.lba, &state.extents, offset, buf)
+            .map_err(|err| self.fs.zone_error(err))
     }
 
     fn size(&self) -> u64 {
         self.size
     }
+}
+
+/// Reads `buf.len()` bytes at `offset` of the file whose bytes are `extents`, in file order,
+/// from `dev`. The caller has checked that the range lies within the file.
+pub(super) fn read_extents(
+    dev: &EmulatedZoned,
+    lba: u64,
+    extents: &[Extent],
+    offset: u64,
+    buf: &mut [u8],
+) -> std::result::Result<(), ZoneError> {
+    let end = offset + buf.len() as u64;
+    let mut file_pos = 0u64;
+    for e in extents {
+        let (start, stop) = (offset.max(file_pos), end.min(file_pos + e.len));
+        if start < stop {
+            let in_extent = start - file_pos;
+            // NB: the device reads whole LBAs only.
+            let first = (e.offset + in_extent) / lba * lba;
+            let last = (e.offset + in_extent + (stop - start)).div_ceil(lba) * lba;
+            let mut tmp = vec![0u8; (last - first) as usize];
+            dev.read(e.zone, first, &mut tmp)?;
+            let skip = (e.offset + in_extent - first) as usize;
+            buf[(start - offset) as usize..(stop - offset) as usize]
+                .copy_from_slice(&tmp[skip..skip + (stop - start) as usize]);
+        }
+        file_pos += e.len;
+        if file_pos >= end {
+            break;
+        }
+    }
+    Ok(())
 }

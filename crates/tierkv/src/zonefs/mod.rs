@@ -16,14 +16,21 @@
 //! - A removed file's open readers fail: its zones may be reset at once.
 //! - A full device is an `Io` error of kind `StorageFull` and changes nothing.
 
+mod consistency;
 mod file;
 mod gc;
+mod image;
 pub(crate) mod journal;
 mod meta;
 mod recover;
 mod route;
 pub(crate) mod zones;
 
+pub use consistency::ZoneCheck;
+pub use image::{
+    JournalPosition, ZoneExtent, ZoneFileView, ZoneGeometry, ZoneRole, ZoneView, ZonedDir,
+    ZonedTierImage,
+};
 pub(crate) use route::route_zoned_tiers;
 
 use crate::env::{FileLock, Fs, Lifetime, PositionalFile, RandomAccessFile, WritableFile};

@@ -89,7 +89,7 @@ pub(super) fn recover(
 }
 
 /// The metadata zone with the newest complete generation: zone, generation, records.
-fn newest_generation(
+pub(super) fn newest_generation(
     dev: &EmulatedZoned,
     report: &[ZoneInfo],
     device: &Path,

@@ -4,6 +4,7 @@ use crate::env::{read_file, FaultFs};
 use std::collections::BTreeMap;
 
 mod crash;
+mod image;
 
 const LBA: u64 = 4096;
 
