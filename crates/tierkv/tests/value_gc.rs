@@ -370,9 +370,16 @@ fn split_values_and_gc_in_every_wal_mode() {
                 }
                 2 => {
                     let v = val(&k, step, 700);
-                    let mut txn = db.transaction();
-                    txn.put(&k, &v).unwrap();
-                    txn.commit(&w).unwrap();
+                    // NB: a collection's rewrite of `k` is a new version of it, so the commit
+                    // may meet a conflict (docs/value-log.md): retried, as a user would.
+                    loop {
+                        let mut txn = db.transaction();
+                        txn.put(&k, &v).unwrap();
+                        match txn.commit(&w) {
+                            Err(tierkv::Error::Conflict { .. }) => continue,
+                            other => break other.unwrap(),
+                        }
+                    }
                     model.insert(k, v);
                 }
                 _ => {

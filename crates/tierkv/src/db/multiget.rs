@@ -65,7 +65,7 @@ impl DbInner {
             searching.clear();
             for (index, &user_key) in keys.iter().enumerate() {
                 // Hot tier hook: memtables, then the hot store, then the tables.
-                let found = match self.memtable_lookup(&view, user_key) {
+                let found = match self.memtable_lookup(&view, user_key, true) {
                     Some(value) => Some(value),
                     None => match self.hot_get(&view, user_key)? {
                         HotAnswer::Found(value) => Some(value),

@@ -209,7 +209,7 @@ impl DbInner {
     ) -> Result<Handle<Option<Vec<u8>>>> {
         let _pin = self.pin_values();
         let view = self.read_view(opts);
-        if let Some(value) = self.memtable_lookup(&view, key) {
+        if let Some(value) = self.memtable_lookup(&view, key, true) {
             let value = match value {
                 Some(v) => self.user_value(key, v).map(Some),
                 None => Ok(None),

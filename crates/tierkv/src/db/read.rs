@@ -59,11 +59,25 @@ impl DbInner {
     }
 
     fn get_stored(&self, opts: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.lookup_stored(opts, user_key, true)
+    }
+
+    /// The stored (tagged) value of `user_key` as of `opts`: memtables, then the hot store,
+    /// then the tables. A `user_read` is counted in the read statistics and may offer the
+    /// object for promotion; an internal lookup (value-log collection's liveness check) is not.
+    pub(super) fn lookup_stored(
+        &self,
+        opts: &ReadOptions,
+        user_key: &[u8],
+        user_read: bool,
+    ) -> Result<Option<Vec<u8>>> {
         let c = &self.counters;
-        Counters::add(&c.gets, 1);
+        if user_read {
+            Counters::add(&c.gets, 1);
+        }
         let view = loop {
             let view = self.read_view(opts);
-            if let Some(value) = self.memtable_lookup(&view, user_key) {
+            if let Some(value) = self.memtable_lookup(&view, user_key, user_read) {
                 return Ok(value);
             }
             // Hot tier hook: memtables, then the hot store, then the LSM.
@@ -78,29 +92,34 @@ impl DbInner {
             let table = self.table_cache.get(&file)?;
             let mut trace = ReadTrace::default();
             let found = table.get(&lookup, opts.fill_cache, &mut trace)?;
-            if trace.filter_negative {
+            if user_read && trace.filter_negative {
                 Counters::add(&c.filter_negatives, 1);
             }
             let Some((ikey, value)) = found else {
                 continue;
             };
-            self.count_table_read(level, file.tier, &trace);
-            self.hot_count_lsm_read();
-            // Hot tier hook: a popular object read from below L0 may go back to the store.
-            self.hot_offer_promotion(level, user_key, &ikey, &value);
+            if user_read {
+                self.count_table_read(level, file.tier, &trace);
+                self.hot_count_lsm_read();
+                // Hot tier hook: a popular object read from below L0 may go back to the store.
+                self.hot_offer_promotion(level, user_key, &ikey, &value);
+            }
             let kind = key::parse_internal_key(&ikey).map(|p| p.kind);
             return Ok((kind == Some(ValueKind::Value)).then_some(value));
         }
-        Counters::add(&c.reads_not_found, 1);
+        if user_read {
+            Counters::add(&c.reads_not_found, 1);
+        }
         Ok(None)
     }
 
     /// The memtables' answer for `user_key`: `Some(value or None for a delete)`, or `None`
-    /// if no memtable has it.
+    /// if no memtable has it; counted as a memtable read when `counted`.
     pub(super) fn memtable_lookup(
         &self,
         view: &ReadView,
         user_key: &[u8],
+        counted: bool,
     ) -> Option<Option<Vec<u8>>> {
         for mem in &view.mems {
             let answer = match mem.get(user_key, view.seq) {
@@ -108,7 +127,9 @@ impl DbInner {
                 Lookup::Deleted => None,
                 Lookup::Absent => continue,
             };
-            Counters::add(&self.counters.reads_memtable, 1);
+            if counted {
+                Counters::add(&self.counters.reads_memtable, 1);
+            }
             return Some(answer);
         }
         None

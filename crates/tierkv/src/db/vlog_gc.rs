@@ -15,14 +15,11 @@
 //! read started before (`ValueLog::pin_reads`). Rewrites are `Sync` writes, so a deleted
 //! file's pointers are shadowed in the recovered LSM too.
 
-use super::hot::HotAnswer;
 use super::DbInner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::key::{self, SeqNo, ValueKind};
-use crate::memtable::Lookup;
+use crate::key::SeqNo;
 use crate::options::{Durability, ReadOptions};
-use crate::sst::ReadTrace;
 use crate::vlog::{Chunk, GcState, ScannedRecord, ValueLog};
 use crate::wal::WriteRequest;
 
@@ -147,37 +144,8 @@ impl DbInner {
 
     /// True if the newest visible value of `user_key` is the stored value `want`.
     fn points_at(&self, user_key: &[u8], want: &[u8]) -> Result<bool> {
-        Ok(self.newest_stored(user_key)?.as_deref() == Some(want))
-    }
-
-    /// The newest visible stored value of `user_key` (tagged), like a point read at the
-    /// latest sequence but without counting it as a user read.
-    fn newest_stored(&self, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let view = loop {
-            let view = self.read_view(&ReadOptions::default());
-            for mem in &view.mems {
-                match mem.get(user_key, view.seq) {
-                    Lookup::Value(v) => return Ok(Some(v)),
-                    Lookup::Deleted => return Ok(None),
-                    Lookup::Absent => {}
-                }
-            }
-            // Hot tier hook: memtables, then the hot store, then the LSM.
-            match self.hot_get(&view, user_key)? {
-                HotAnswer::Found(value) => return Ok(value),
-                HotAnswer::Lsm => break view,
-                HotAnswer::Retry => continue,
-            }
-        };
-        let lookup = key::internal_key(user_key, view.seq, key::LOOKUP_KIND);
-        for (_, file) in view.version.files_for_key(user_key) {
-            let table = self.table_cache.get(&file)?;
-            let mut trace = ReadTrace::default();
-            if let Some((ikey, value)) = table.get(&lookup, true, &mut trace)? {
-                let kind = key::parse_internal_key(&ikey).map(|p| p.kind);
-                return Ok((kind == Some(ValueKind::Value)).then_some(value));
-            }
-        }
-        Ok(None)
+        // NB: not a user read: no read statistics, no promotion offer.
+        let newest = self.lookup_stored(&ReadOptions::default(), user_key, false)?;
+        Ok(newest.as_deref() == Some(want))
     }
 }
