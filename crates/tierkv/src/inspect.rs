@@ -23,7 +23,8 @@
 //!   [`read_hot_journal`], [`decode_split_value`], [`decode_value_record`].
 //! - Tables on zones (`docs/zonefs.md`): [`ZonedDir`] reads a zoned tier directory on its own
 //!   (geometry, zones, files and their extents, a file's bytes); [`zoned_tiers`] views the
-//!   zoned tiers of an open database; [`ZonedTierImage::check`] checks either.
+//!   zoned tiers of an open database; [`ZonedTierImage::check`] checks either;
+//!   [`scan_zonefs_journal`] decodes one metadata zone.
 //! - File names and tier directories: [`parse_file_name`], [`read_identity`].
 //! - Text helpers shared by the tools: [`human_bytes`], [`parse_size`].
 //! - One part of a format from bytes in memory, for fuzzers and tools that hold a fragment
@@ -429,4 +430,43 @@ pub fn zoned_tiers(db: &crate::Db) -> Vec<(String, ZonedTierImage)> {
         .iter()
         .map(|(name, fs)| (name.clone(), fs.image()))
         .collect()
+}
+
+// --- tables on zones ---------------------------------------------------------------------------
+
+/// The commits of one ZoneFs metadata zone that check (`docs/zonefs.md`, "Metadata journal").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneFsJournal {
+    /// The generation of the snapshot the zone starts with.
+    pub generation: u64,
+    /// Each record's kind (`snapshot`, `create`, `extents`, `delete`, `rename`), in order.
+    pub records: Vec<&'static str>,
+}
+
+/// Decodes the metadata zone `bytes` written in LBAs of `lba` bytes, as recovery reads it:
+/// `Ok(None)` when it does not start with a valid snapshot, else every commit up to the first
+/// that fails its check. `InvalidArgument` for an LBA size that is not a power of two of at
+/// least 512 bytes.
+pub fn scan_zonefs_journal(bytes: &[u8], lba: u64) -> Result<Option<ZoneFsJournal>> {
+    if lba < 512 || !lba.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "LBA size {lba} is not a power of two of at least 512 bytes"
+        )));
+    }
+    use crate::zonefs::journal::{scan_zone, Record};
+    Ok(
+        scan_zone(bytes, lba).map(|(generation, records)| ZoneFsJournal {
+            generation,
+            records: records
+                .iter()
+                .map(|r| match r {
+                    Record::Snapshot { .. } => "snapshot",
+                    Record::Create { .. } => "create",
+                    Record::Extents { .. } => "extents",
+                    Record::Delete { .. } => "delete",
+                    Record::Rename { .. } => "rename",
+                })
+                .collect(),
+        }),
+    )
 }

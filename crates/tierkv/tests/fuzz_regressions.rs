@@ -140,3 +140,15 @@ fn seeds_of_the_newer_formats_decode_to_their_contents() {
         }
     );
 }
+
+#[test]
+fn a_zonefs_metadata_zone_without_a_snapshot_decodes_to_nothing() {
+    use tierkv::inspect;
+    let zeros = vec![0u8; 8192];
+    assert_eq!(inspect::scan_zonefs_journal(&zeros, 4096).unwrap(), None);
+    let err = inspect::scan_zonefs_journal(&zeros, 1000).unwrap_err();
+    assert!(matches!(err, tierkv::Error::InvalidArgument(_)), "{err:?}");
+    // The driver's sealed header with an empty body: a commit with no snapshot, so none.
+    drivers::zonefs_journal(&[0; 64]);
+    drivers::zonefs_journal(&[1; 600]);
+}

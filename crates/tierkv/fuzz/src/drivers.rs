@@ -18,8 +18,8 @@ use tierkv::inspect::{
     decode_append_record, decode_footer, decode_hot_slot, decode_index, decode_properties,
     decode_split_value, decode_stored_block, decode_value_record, decode_version_edit,
     encode_split_value, read_area, read_hot_journal, read_identity, read_zoned_device, replay_logs,
-    BlockView, FilterView, InternalIterator, LogReader, RecoveredManifest, SplitValue, Table,
-    VersionEdit,
+    scan_zonefs_journal, BlockView, FilterView, InternalIterator, LogReader, RecoveredManifest,
+    SplitValue, Table, VersionEdit,
 };
 use tierkv::{BatchOp, Error, Options, RecoveryMode, WriteBatch};
 
@@ -45,6 +45,7 @@ pub const TARGETS: &[(&str, Driver)] = &[
     ("hot_slot", hot_slot),
     ("hot_journal", hot_journal),
     ("vlog_value", vlog_value),
+    ("zonefs_journal", zonefs_journal),
 ];
 
 /// A rejection must say what kind of bad input it was.
@@ -873,6 +874,32 @@ pub fn vlog_value(data: &[u8]) {
             assert_eq!(VLOG_HEADER + key.len() + value.len(), rec.len());
             assert_eq!(key, rec[VLOG_HEADER..VLOG_HEADER + key.len()]);
         }
+        Err(e) => typed(&e),
+    }
+}
+
+/// A ZoneFs metadata zone (`docs/zonefs.md`): decoded as recovery decodes it, with no panic,
+/// a typed error only for a bad LBA size, and a zone that decodes starting with its snapshot.
+/// Control byte: bit 0 picks 512-byte LBAs (else 4096); unless bit 1 is set, the first
+/// commit's magic, body length and checksum are made to hold, so the records behind them are
+/// reached.
+pub fn zonefs_journal(data: &[u8]) {
+    let (c, rest) = control(data);
+    let lba = if c & 1 == 1 { 512 } else { 4096 };
+    let mut zone = rest.to_vec();
+    if c & 2 == 0 && zone.len() >= 20 {
+        zone[..4].copy_from_slice(b"ZFJ1");
+        let stated = u32::from_le_bytes(zone[12..16].try_into().expect("4")) as usize;
+        let body_len = stated.min(zone.len() - 20);
+        zone[12..16].copy_from_slice(&(body_len as u32).to_le_bytes());
+        let mut covered = zone[4..16].to_vec();
+        covered.extend_from_slice(&zone[20..20 + body_len]);
+        let sum = crc(&covered);
+        zone[16..20].copy_from_slice(&sum.to_le_bytes());
+    }
+    match scan_zonefs_journal(&zone, lba) {
+        Ok(Some(j)) => assert_eq!(j.records.first(), Some(&"snapshot"), "{j:?}"),
+        Ok(None) => {}
         Err(e) => typed(&e),
     }
 }
