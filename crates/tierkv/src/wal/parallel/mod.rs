@@ -161,8 +161,12 @@ pub(crate) struct ParallelWal {
     saturated: AtomicU64,
     /// 0 unknown, 1 io_uring, 2 pwrite.
     io_path: AtomicU8,
-    /// Set at close once requests are drained: loggers exit.
+    /// Set at close once requests are drained: loggers exit once no admission is under way,
+    /// and later admissions are refused.
     stop: AtomicBool,
+    /// Admissions under way (`admit`): a logger does not exit while one may still queue a
+    /// write, or a background job writing at close would wait for ever.
+    admitting: AtomicUsize,
     /// This WAL, for work deferred to a worker.
     me: Weak<ParallelWal>,
 }
@@ -232,6 +236,7 @@ impl ParallelWal {
             saturated: AtomicU64::new(0),
             io_path: AtomicU8::new(0),
             stop: AtomicBool::new(false),
+            admitting: AtomicUsize::new(0),
             me: me.clone(),
         }))
     }
@@ -248,7 +253,16 @@ impl ParallelWal {
         may_block: bool,
     ) -> Result<Option<(Option<WriteBatch>, Completer<()>)>> {
         let mut done = Some(done);
-        match self.admit_inner(host, req, &mut done, may_block) {
+        // NB: SeqCst pairs the count with `stop`: either this admission sees `stop` and is
+        // refused, or a logger checking for exit sees it under way and stays.
+        self.admitting.fetch_add(1, Ordering::SeqCst);
+        let admitted = if self.stop.load(Ordering::SeqCst) {
+            Err(Error::Closed("the database is closing".into()))
+        } else {
+            self.admit_inner(host, req, &mut done, may_block)
+        };
+        self.admitting.fetch_sub(1, Ordering::SeqCst);
+        match admitted {
             Ok(Some(batch)) => Ok(Some((
                 batch,
                 done.take().expect("not consumed when deferred"),
@@ -588,7 +602,7 @@ impl ParallelWal {
         }
         let mut q = self.logq.lock();
         if q.is_empty() {
-            if self.stop.load(Ordering::Acquire) {
+            if self.stop.load(Ordering::SeqCst) && self.admitting.load(Ordering::SeqCst) == 0 {
                 return false;
             }
             self.logq_cv.wait_for(&mut q, IDLE_WAIT);
@@ -668,7 +682,7 @@ impl Wal for ParallelWal {
     }
 
     fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
+        self.stop.store(true, Ordering::SeqCst);
         self.logq_cv.notify_all();
         self.park_cv.notify_all();
     }
