@@ -129,6 +129,7 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
             mem: Arc::clone(&mem),
             imm,
             bg_error: None,
+            stop_resumable: false,
             shutting_down: false,
             flush_running: false,
             compactions_running: 0,
