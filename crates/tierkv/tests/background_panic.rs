@@ -117,7 +117,11 @@ fn assert_readable(db: &Db, acked: &BTreeMap<Vec<u8>, Vec<u8>>, case: &str) {
         let got = db
             .get(&ReadOptions::default(), k)
             .unwrap_or_else(|e| panic!("{case}: get: {e}"));
-        assert_eq!(got.as_deref(), Some(&v[..]), "{case}: acknowledged key lost");
+        assert_eq!(
+            got.as_deref(),
+            Some(&v[..]),
+            "{case}: acknowledged key lost"
+        );
     }
 }
 

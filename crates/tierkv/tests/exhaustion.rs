@@ -644,7 +644,8 @@ fn a_full_wal_or_manifest_is_not_resumed_in_place() {
         }
         fs.fill(fragment);
         let err = if fragment == "MANIFEST" {
-            db.flush().expect_err("a flush whose edit cannot be written")
+            db.flush()
+                .expect_err("a flush whose edit cannot be written")
         } else {
             acked.put_until_refused(&db, "filling")
         };
@@ -746,7 +747,11 @@ fn a_migration_into_a_full_tier_fails_cleanly_and_loses_nothing() {
     let moved = wait_for(Duration::from_secs(30), || {
         (db.stats().migrations > 0).then_some(())
     });
-    assert!(moved.is_some(), "{case}: no migration after resume: {}", db.stats());
+    assert!(
+        moved.is_some(),
+        "{case}: no migration after resume: {}",
+        db.stats()
+    );
     acked.put_all(&db, "resumed", 20);
     acked.assert_readable(&db, &format!("{case}, after resume"));
     drop_within(Some(db), case);
