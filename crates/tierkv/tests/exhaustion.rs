@@ -594,6 +594,64 @@ fn writes_resume_in_place_once_a_full_tier_has_room() {
     }
 }
 
+/// With `auto_resume_ms`, a background worker retries a flush that stopped writes for lack of
+/// space by itself, with backoff: while the tier stays full each retry fails again and writes
+/// stay stopped (a write may slip in while a retry runs: it is acknowledged like any other);
+/// once there is room, a retry flushes and writes go on with no call at all.
+#[test]
+fn writes_resume_by_themselves_with_auto_resume() {
+    let case = "automatic resume after a full flush";
+    let (fault, fs, mut opts) = fresh(WalMode::Group, 0);
+    opts.compaction.auto_resume_ms = 10;
+    let db = Db::open(opts.clone()).expect("open");
+    let mut acked = Acked::default();
+    acked.put_all(&db, "flushed", 300);
+    db.flush().expect("flush with room");
+    acked.put_all(&db, "pending", 300);
+    fault.set_space_limit(Path::new(CAPACITY), Some(0));
+    let err = db.flush().expect_err("flush into a full tier");
+    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+
+    let mut refused = 0;
+    for i in 0..30 {
+        let (k, v) = kv("while-full", i);
+        match db.put(&WriteOptions::sync(), &k, &v) {
+            Ok(()) => {
+                acked.0.insert(k, v);
+            }
+            Err(e) => {
+                assert!(e.is_no_space(), "{case}: refused by {e:?}");
+                refused += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        refused > 0,
+        "{case}: writes went on while the tier was full"
+    );
+
+    fault.set_space_limit(Path::new(CAPACITY), None);
+    let mut i = 0;
+    let resumed = wait_for(Duration::from_secs(20), || {
+        let (k, v) = kv("after-room", i);
+        i += 1;
+        db.put(&WriteOptions::sync(), &k, &v).ok()?;
+        acked.0.insert(k, v);
+        Some(())
+    });
+    assert!(
+        resumed.is_some(),
+        "{case}: writes never resumed by themselves"
+    );
+    acked.put_all(&db, "resumed", 200);
+    db.flush()
+        .unwrap_or_else(|e| panic!("{case}: flush after the automatic resume: {e}"));
+    acked.assert_readable(&db, &format!("{case}, after resume"));
+    drop_within(Some(db), case);
+    reopen_with_room(fs, opts, &mut acked, case);
+}
+
 /// A compaction meets a full capacity tier; once there is room, `resume` clears the stop,
 /// the compaction runs again and writes go on without a reopen.
 #[test]

@@ -211,8 +211,33 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 return Some(Job::ValueGc);
             }
         }
-        db.bg_cv.wait(&mut state);
+        match auto_resume_at(db, &mut state) {
+            Some(at) if std::time::Instant::now() >= at => {
+                state.auto_resume_failures += 1;
+                state.clear_stop();
+                db.progress_cv.notify_all();
+            }
+            Some(at) => {
+                db.bg_cv.wait_until(&mut state, at);
+            }
+            None => db.bg_cv.wait(&mut state),
+        }
     }
+}
+
+/// With `compaction.auto_resume_ms`, when a worker should retry the resumable stop now in
+/// place (`None`: no stop, not resumable, or no retrying): the option's delay after the
+/// stop, doubled for each retry in a row that failed again, at most 64 times.
+fn auto_resume_at(db: &DbInner, state: &mut super::State) -> Option<std::time::Instant> {
+    let base = db.opts.compaction.auto_resume_ms;
+    let resumable = state.bg_error.is_some() && state.stop_resumable;
+    if base == 0 || !resumable || db.versions.manifest_failed() {
+        return None;
+    }
+    let backoff = base.saturating_mul(1 << state.auto_resume_failures.min(6));
+    Some(*state.auto_resume_at.get_or_insert_with(|| {
+        std::time::Instant::now() + std::time::Duration::from_millis(backoff)
+    }))
 }
 
 /// SPLIT VALUES: whether a worker should run a value-log garbage-collection round now (and
@@ -268,6 +293,10 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
                     v.gc_release();
                 }
             }
+        }
+        if result.is_ok() {
+            // NB: an automatic retry's backoff starts again once work succeeds.
+            state.auto_resume_failures = 0;
         }
     }
     if let Err(e) = result {
@@ -754,8 +783,7 @@ pub(super) fn resume(db: &DbInner) -> Result<()> {
         if !state.stop_resumable || db.versions.manifest_failed() {
             return Err(Error::stopped(cause));
         }
-        state.bg_error = None;
-        state.stop_resumable = false;
+        state.clear_stop();
     }
     db.bg_cv.notify_all();
     db.progress_cv.notify_all();
@@ -820,6 +848,13 @@ impl super::State {
     fn claim(&mut self, task: &CompactionTask) {
         self.busy_files.extend(task.all_inputs().map(|f| f.number));
         self.compactions_running += 1;
+    }
+
+    /// Clears a resumable stop: writes are taken again and workers pick jobs again.
+    fn clear_stop(&mut self) {
+        self.bg_error = None;
+        self.stop_resumable = false;
+        self.auto_resume_at = None;
     }
 
     /// Undoes [`Self::claim`] when the compaction ends.

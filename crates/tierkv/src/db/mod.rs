@@ -61,6 +61,10 @@ pub(crate) struct State {
     /// `bg_error` is a flush, compaction or migration that ran out of space before its
     /// MANIFEST edit: nothing on disk is in doubt, so the job may simply run again.
     stop_resumable: bool,
+    /// With `compaction.auto_resume_ms`: when a worker retries the resumable stop, and how
+    /// many retries in a row failed again (the backoff's exponent).
+    auto_resume_at: Option<std::time::Instant>,
+    auto_resume_failures: u32,
     shutting_down: bool,
     flush_running: bool,
     compactions_running: usize,
@@ -379,6 +383,8 @@ impl Db {
     /// cause when the stop is not one this clears (a failed WAL or MANIFEST write or sync,
     /// corruption, an I/O error other than a full device, a background panic: reopen the
     /// database), or when the work run again fails (still no room: writes stop again).
+    /// [`crate::CompactionOptions::auto_resume_ms`] makes a background worker do the same by
+    /// itself, with backoff.
     pub fn resume(&self) -> Result<()> {
         background::resume(&self.inner)
     }
@@ -553,11 +559,19 @@ impl DbInner {
 
     /// Makes writes fail from now on, keeping the first cause; `resumable` when
     /// [`Db::resume`] may clear it (see `State::stop_resumable`). Wakes every waiter.
+    ///
+    /// A later failure is not kept, but one that may not be resumed makes the stop
+    /// unresumable too (say a WAL write failing while a full flush stopped writes): clearing
+    /// the first cause must not hide it. A refusal caused by the stop itself
+    /// ([`Error::Stopped`]) says nothing new.
     fn stop_writes(&self, err: &Error, resumable: bool) {
         let mut state = self.state.lock();
         if state.bg_error.is_none() {
             state.bg_error = Some(err.duplicate());
             state.stop_resumable = resumable;
+            state.auto_resume_at = None;
+        } else if !matches!(err, Error::Stopped { .. }) {
+            state.stop_resumable &= resumable;
         }
         drop(state);
         self.progress_cv.notify_all();

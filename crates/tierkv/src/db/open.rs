@@ -130,6 +130,8 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
             imm,
             bg_error: None,
             stop_resumable: false,
+            auto_resume_at: None,
+            auto_resume_failures: 0,
             shutting_down: false,
             flush_running: false,
             compactions_running: 0,

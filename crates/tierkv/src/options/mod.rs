@@ -520,6 +520,7 @@ options_by_name! {
     target_file_size: u64 => @ compaction.target_file_size;
     bytes_per_sync: u64 => @ compaction.bytes_per_sync;
     background_threads: usize => @ compaction.background_threads;
+    auto_resume_ms: u64 => @ compaction.auto_resume_ms;
     block_size: usize => @ table.block_size;
     block_restart_interval: usize => @ table.block_restart_interval;
     bloom_bits_per_key: u32 => @ table.bloom_bits_per_key;
