@@ -694,6 +694,22 @@ mod tests {
     }
 
     #[test]
+    fn auto_resume_is_off_by_default_read_from_toml_and_bounded() {
+        assert_eq!(two_tiers().build().unwrap().compaction.auto_resume_ms, 0);
+        let o = Options::from_toml_str(
+            "[compaction]\nauto_resume_ms = 250\n[[tier]]\nname = \"fast\"\npath = \"/mnt/fast\"\n",
+        )
+        .unwrap();
+        assert_eq!(o.compaction.auto_resume_ms, 250);
+        let err = two_tiers()
+            .auto_resume_ms(3_600_001)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auto_resume_ms"), "{err}");
+    }
+
+    #[test]
     fn duplicate_tier_names_rejected() {
         let err = Options::builder()
             .tier(TierConfig::new("fast", "/a"))
