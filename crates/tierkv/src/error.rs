@@ -55,11 +55,22 @@ pub enum Error {
     },
     /// The database (or the log or MANIFEST the request needed) was closed.
     Closed(String),
+    /// A background job (a flush, compaction, migration, replica copy, value-log collection
+    /// or hot-store promotion) panicked. The panic is caught where the job runs, so the
+    /// database stops writes with this cause instead of leaving its waiters blocked. A panic
+    /// is a defect, never cleared by [`crate::Db::resume`]; reopen the database to continue.
+    BackgroundPanic {
+        /// Which kind of job panicked: "flush", "compaction", "migration", ...
+        job: &'static str,
+        /// The panic's message (its payload when that is a string).
+        message: String,
+    },
     /// Writes are stopped: an earlier write, sync, memtable switch or background job failed
     /// with `cause` (kept whole: a full tier is [`Error::NoSpace`] or an `Io` of kind
     /// `StorageFull`, damage is [`Error::Corruption`] naming file and offset), and the
     /// database's durable state or its background work cannot go on safely. Reads go on;
-    /// reopen the database to continue.
+    /// reopen the database to continue, or, when a flush, compaction or migration ran out
+    /// of space, make room and call [`crate::Db::resume`].
     Stopped {
         /// The first failure, as it was reported where it happened.
         cause: Box<Error>,
@@ -128,6 +139,11 @@ impl Error {
         }
     }
 
+    /// True when the root cause is a background job's panic ([`Error::BackgroundPanic`]).
+    pub fn is_background_panic(&self) -> bool {
+        matches!(self.root_cause(), Error::BackgroundPanic { .. })
+    }
+
     /// A copy of this error for handing to several waiters (the `io::Error` source is
     /// re-created from its errno where it has one, so callers can still tell `EMFILE` from
     /// `ENOSPC`, else from its kind and message).
@@ -154,6 +170,10 @@ impl Error {
             Error::Busy(m) => Error::Busy(m.clone()),
             Error::Conflict { key } => Error::Conflict { key: key.clone() },
             Error::Closed(m) => Error::Closed(m.clone()),
+            Error::BackgroundPanic { job, message } => Error::BackgroundPanic {
+                job,
+                message: message.clone(),
+            },
             Error::Stopped { cause } => Error::stopped(cause),
         }
     }
@@ -190,6 +210,9 @@ impl fmt::Display for Error {
                 key.escape_ascii()
             ),
             Error::Closed(m) => write!(f, "database closed: {m}"),
+            Error::BackgroundPanic { job, message } => {
+                write!(f, "background {job} job panicked: {message}")
+            }
             Error::Stopped { cause } => write!(
                 f,
                 "writes are stopped after an earlier failure ({cause}); reopen the database"
@@ -258,5 +281,20 @@ mod tests {
             tier: "fast".into()
         })
         .is_no_space());
+    }
+
+    #[test]
+    fn a_panic_cause_names_its_job_and_message() {
+        let panic = Error::BackgroundPanic {
+            job: "flush",
+            message: "index out of bounds".into(),
+        };
+        let stopped = Error::stopped(&panic);
+        assert!(stopped.is_background_panic());
+        assert!(!stopped.is_no_space());
+        let shown = stopped.to_string();
+        assert!(shown.contains("background flush job panicked"), "{shown}");
+        assert!(shown.contains("index out of bounds"), "{shown}");
+        assert_eq!(panic.duplicate().to_string(), panic.to_string());
     }
 }

@@ -68,7 +68,9 @@
 //! write is visible to every read that starts after it returns. After a failed WAL write or
 //! sync, MANIFEST write or background job, the database stops taking writes: they fail with
 //! [`Error::Stopped`], which keeps the first failure typed (a full tier, an I/O error naming
-//! its file, corruption naming file and offset), until it is reopened.
+//! its file, corruption naming file and offset), until it is reopened. A flush, compaction
+//! or migration that ran out of space is the exception: once there is room, [`Db::resume`]
+//! runs it again and writes go on without a reopen (`docs/errors.md`).
 //!
 //! # WAL modes
 //!

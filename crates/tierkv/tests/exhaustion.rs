@@ -11,14 +11,15 @@
 
 mod common;
 
-use common::{drop_within, sized, TierSetup, CAPACITY, MODES};
+use common::{drop_within, sized, wait_for, TierSetup, CAPACITY, MODES};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tierkv::env::{FaultFs, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
-use tierkv::{Db, Error, Options, ReadOptions, Result, WalMode, WriteOptions};
+use tierkv::{Db, Error, Options, Placement, ReadOptions, Result, WalMode, WriteOptions};
 
 // ---------------------------------------------------------------------------------------------
 // A file system whose files of one kind are full, and whose descriptors can run out
@@ -538,6 +539,285 @@ fn a_tier_full_during_a_manifest_write_loses_nothing() {
         fs.make_room();
         reopen_with_room(fs, opts, &mut acked, &case);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resuming in place once there is room again
+// ---------------------------------------------------------------------------------------------
+
+/// `err` stops writes because of a full tier.
+fn assert_stopped_by_no_space(err: &Error, case: &str) {
+    assert!(
+        matches!(err, Error::Stopped { .. }) && err.is_no_space(),
+        "{case}: expected writes stopped by a full tier, got {err:?}"
+    );
+}
+
+/// A flush meets a full capacity tier and stops writes; `resume` while the tier is still full
+/// runs the flush again, which fails the same way; once there is room, `resume` flushes and
+/// writes go on in the same database, and a reopen after that finds everything.
+#[test]
+fn writes_resume_in_place_once_a_full_tier_has_room() {
+    for mode in MODES {
+        let case = format!("{mode:?}: resume after a full flush");
+        let (fault, fs, opts) = fresh(mode, 0);
+        let db = Db::open(opts.clone()).expect("open");
+        let mut acked = Acked::default();
+        acked.put_all(&db, "flushed", 300);
+        db.flush().expect("flush with room");
+        acked.put_all(&db, "pending", 300);
+        fault.set_space_limit(Path::new(CAPACITY), Some(0));
+        let err = db.flush().expect_err("flush into a full tier");
+        assert_no_space_naming(&err, &["'capacity'", CAPACITY], &case);
+        assert_stopped_but_readable(&db, &acked, &case);
+
+        let still_full = db.resume().expect_err("resume while the tier is full");
+        assert_stopped_by_no_space(&still_full, &format!("{case}, resume without room"));
+        assert_stopped_but_readable(&db, &acked, &format!("{case}, still full"));
+
+        fault.set_space_limit(Path::new(CAPACITY), None);
+        db.resume()
+            .unwrap_or_else(|e| panic!("{case}: resume with room: {e}"));
+        assert_eq!(
+            db.stats().immutable_memtables,
+            0,
+            "{case}: resume flushed the memtable that waited"
+        );
+        acked.put_all(&db, "resumed", 300);
+        db.flush()
+            .unwrap_or_else(|e| panic!("{case}: flush after resume: {e}"));
+        db.compact_range(None, None)
+            .unwrap_or_else(|e| panic!("{case}: compaction after resume: {e}"));
+        acked.assert_readable(&db, &format!("{case}, after resume"));
+        drop_within(Some(db), &case);
+        reopen_with_room(fs, opts, &mut acked, &format!("{case}, reopened"));
+    }
+}
+
+/// With `auto_resume_ms`, a background worker retries a flush that stopped writes for lack of
+/// space by itself, with backoff: while the tier stays full each retry fails again and writes
+/// stay stopped (a write may slip in while a retry runs: it is acknowledged like any other);
+/// once there is room, a retry flushes and writes go on with no call at all.
+#[test]
+fn writes_resume_by_themselves_with_auto_resume() {
+    let case = "automatic resume after a full flush";
+    let (fault, fs, mut opts) = fresh(WalMode::Group, 0);
+    opts.compaction.auto_resume_ms = 10;
+    let db = Db::open(opts.clone()).expect("open");
+    let mut acked = Acked::default();
+    acked.put_all(&db, "flushed", 300);
+    db.flush().expect("flush with room");
+    acked.put_all(&db, "pending", 300);
+    fault.set_space_limit(Path::new(CAPACITY), Some(0));
+    let err = db.flush().expect_err("flush into a full tier");
+    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+
+    let mut refused = 0;
+    for i in 0..30 {
+        let (k, v) = kv("while-full", i);
+        match db.put(&WriteOptions::sync(), &k, &v) {
+            Ok(()) => {
+                acked.0.insert(k, v);
+            }
+            Err(e) => {
+                assert!(e.is_no_space(), "{case}: refused by {e:?}");
+                refused += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        refused > 0,
+        "{case}: writes went on while the tier was full"
+    );
+
+    fault.set_space_limit(Path::new(CAPACITY), None);
+    let mut i = 0;
+    let resumed = wait_for(Duration::from_secs(20), || {
+        let (k, v) = kv("after-room", i);
+        i += 1;
+        db.put(&WriteOptions::sync(), &k, &v).ok()?;
+        acked.0.insert(k, v);
+        Some(())
+    });
+    assert!(
+        resumed.is_some(),
+        "{case}: writes never resumed by themselves"
+    );
+    acked.put_all(&db, "resumed", 200);
+    db.flush()
+        .unwrap_or_else(|e| panic!("{case}: flush after the automatic resume: {e}"));
+    acked.assert_readable(&db, &format!("{case}, after resume"));
+    drop_within(Some(db), case);
+    reopen_with_room(fs, opts, &mut acked, case);
+}
+
+/// A compaction meets a full capacity tier; once there is room, `resume` clears the stop,
+/// the compaction runs again and writes go on without a reopen.
+#[test]
+fn a_full_compaction_resumes_in_place() {
+    let case = "resume after a full compaction";
+    let (fault, fs, opts) = fresh(WalMode::Group, 1);
+    let db = Db::open(opts.clone()).expect("open");
+    let mut acked = Acked::default();
+    for round in 0..3 {
+        acked.put_all(&db, &format!("round{round}"), 200);
+        db.flush().expect("flush to the fast tier");
+    }
+    fault.set_space_limit(Path::new(CAPACITY), Some(0));
+    let err = db
+        .compact_range(None, None)
+        .expect_err("compaction into a full tier");
+    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+    assert_stopped_but_readable(&db, &acked, case);
+    fault.set_space_limit(Path::new(CAPACITY), None);
+    db.resume()
+        .unwrap_or_else(|e| panic!("{case}: resume with room: {e}"));
+    acked.put_all(&db, "resumed", 200);
+    db.compact_range(None, None)
+        .unwrap_or_else(|e| panic!("{case}: compaction after resume: {e}"));
+    assert!(
+        db.live_files().iter().all(|f| f.level > 0),
+        "{case}: the compaction emptied L0"
+    );
+    acked.assert_readable(&db, &format!("{case}, after resume"));
+    drop_within(Some(db), case);
+    reopen_with_room(fs, opts, &mut acked, case);
+}
+
+/// A stop caused by a full WAL or a full MANIFEST is not resumed in place: what the failed
+/// write left at the end of the log or MANIFEST is unknown until recovery reads it. `resume`
+/// says so with the typed cause, writes stay stopped, and a reopen recovers everything.
+#[test]
+fn a_full_wal_or_manifest_is_not_resumed_in_place() {
+    for (fragment, levels_on_fast) in [(".log", 0), ("MANIFEST", 1)] {
+        let case = format!("full {fragment}: resume refused");
+        let (_fault, fs, opts) = fresh(WalMode::Group, levels_on_fast);
+        let db = Db::open(opts.clone()).expect("open");
+        let mut acked = Acked::default();
+        acked.put_all(&db, "before", 200);
+        if levels_on_fast == 1 {
+            db.flush().expect("flush with room");
+            acked.put_all(&db, "in-the-memtable", 100);
+        }
+        fs.fill(fragment);
+        let err = if fragment == "MANIFEST" {
+            db.flush()
+                .expect_err("a flush whose edit cannot be written")
+        } else {
+            acked.put_until_refused(&db, "filling")
+        };
+        assert_no_space_naming(&err, &["'fast'", fragment], &case);
+        fs.make_room();
+        let refused = db.resume().expect_err("resume after a failed log write");
+        assert_stopped_by_no_space(&refused, &case);
+        assert_stopped_but_readable(&db, &acked, &case);
+        drop_within(Some(db), &case);
+        reopen_with_room(fs, opts, &mut acked, &case);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A migration into a full tier
+// ---------------------------------------------------------------------------------------------
+
+/// 1 KiB that no compressor shrinks, determined by `i`.
+fn incompressible(i: u32) -> Vec<u8> {
+    let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..128)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .collect()
+}
+
+/// Options whose fast tier (`fast_bytes`) holds every level, with automatic placement.
+fn migration_options(fs: Arc<dyn Fs>, fast_bytes: u64, placement: Placement) -> Options {
+    sized(64 << 10, 64 << 10, 256 << 10)
+        .fault_tiers_capped(fast_bytes)
+        .levels_on_fast(7)
+        .l0_compaction_trigger(2)
+        .fast_tier_bandwidth(100 << 30)
+        .placement(placement)
+        .fs(fs)
+        .build()
+        .expect("valid options")
+}
+
+/// Fills a 4 MiB fast tier to `fill_to` bytes of tables with fixed placement (nothing
+/// migrates), all of it flushed and compacted.
+fn fill_fast_tier(fs: Arc<dyn Fs>, fill_to: u64, acked: &mut Acked) {
+    let db = Db::open(migration_options(fs, 4 << 20, Placement::Fixed)).expect("open");
+    let mut i = 0u32;
+    while db.stats().tiers[0].bytes_used < fill_to {
+        for _ in 0..16 {
+            let (k, v) = (format!("moved-{i:06}").into_bytes(), incompressible(i));
+            db.put(&WriteOptions::default(), &k, &v).expect("put");
+            acked.0.insert(k, v);
+            i += 1;
+        }
+        db.flush().expect("flush");
+        db.wait_for_compactions().expect("compactions");
+        assert!(i < 100_000, "the fast tier never filled: {}", db.stats());
+    }
+    drop_within(Some(db), "filling the fast tier");
+}
+
+/// Automatic placement moves the coldest tables of a fast tier past its watermark down to the
+/// capacity tier, which is full: the migration fails with an out-of-space error naming the
+/// capacity tier, the tables stay where they were with nothing lost, `resume` with room lets
+/// the migration run again, and a reopen finds everything.
+#[test]
+fn a_migration_into_a_full_tier_fails_cleanly_and_loses_nothing() {
+    let case = "migration into a full capacity tier";
+    let fault = FaultFs::new(5);
+    let fs = ExhaustFs::new(Arc::clone(&fault));
+    let capacity = 3 << 20;
+    let budget = {
+        let o = migration_options(fs.clone(), capacity, Placement::Auto);
+        capacity - o.wal_reserve().min(capacity)
+    };
+    let mut acked = Acked::default();
+    fill_fast_tier(fs.clone(), budget * 93 / 100, &mut acked);
+
+    fault.set_space_limit(Path::new(CAPACITY), Some(0));
+    let opts = migration_options(fs.clone(), capacity, Placement::Auto);
+    let db = Db::open(opts).expect("open with automatic placement");
+    let before: Vec<_> = db.live_files().iter().map(|f| f.number).collect();
+    let err = wait_for(Duration::from_secs(30), || db.wait_for_compactions().err())
+        .unwrap_or_else(|| panic!("{case}: no migration failed: {}", db.stats()));
+    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+    assert_eq!(db.stats().migrations, 0, "{case}: nothing moved");
+    let after: Vec<_> = db.live_files().iter().map(|f| f.number).collect();
+    assert_eq!(after, before, "{case}: the tables stayed where they were");
+    assert!(
+        db.live_files().iter().all(|f| f.tier == "fast"),
+        "{case}: no table is listed on the full tier"
+    );
+    assert_stopped_but_readable(&db, &acked, case);
+
+    fault.set_space_limit(Path::new(CAPACITY), None);
+    db.resume()
+        .unwrap_or_else(|e| panic!("{case}: resume with room: {e}"));
+    let moved = wait_for(Duration::from_secs(30), || {
+        (db.stats().migrations > 0).then_some(())
+    });
+    assert!(
+        moved.is_some(),
+        "{case}: no migration after resume: {}",
+        db.stats()
+    );
+    acked.put_all(&db, "resumed", 20);
+    acked.assert_readable(&db, &format!("{case}, after resume"));
+    drop_within(Some(db), case);
+
+    let quiet = migration_options(fs, capacity, Placement::Fixed);
+    let db = Db::open(quiet).unwrap_or_else(|e| panic!("{case}: reopen: {e}"));
+    acked.assert_readable(&db, &format!("{case}, after the reopen"));
+    drop_within(Some(db), case);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@
 //! run compactions whose inputs are disjoint (files in `busy_files`), so with two or more
 //! workers one is always free for a flush. Migrations take a compaction slot; a replica copy
 //! (`replica`) takes any idle worker and stops for a waiting flush. A failed job sets the
-//! sticky error: writes stop until the database is reopened, reads go on.
+//! sticky error: writes stop until the database is reopened, reads go on. A job that panics
+//! fails the same way ([`Error::BackgroundPanic`]). A flush, compaction or migration that ran
+//! out of space may be run again in place by [`resume`] once there is room.
 
 use super::DbInner;
 use crate::compaction::{self, CompactionTask, EntryFilter};
@@ -82,18 +84,73 @@ enum Job {
     Promotion,
 }
 
+impl Job {
+    /// The job's kind, as a panic's cause names it.
+    fn name(&self) -> &'static str {
+        match self {
+            Job::Flush(_) => "flush",
+            Job::Compaction(_) => "compaction",
+            Job::Migration(_) => "migration",
+            Job::Replica(_) => "replica copy",
+            Job::ValueGc => "value-log collection",
+            Job::Promotion => "hot-store promotion",
+        }
+    }
+
+    /// Whether running out of space in this job leaves nothing in doubt, so that
+    /// [`resume`] may run it again: a flush, compaction or migration removes the tables it
+    /// was writing when it fails, and its inputs are untouched until its MANIFEST edit. Not
+    /// the hot store's or the value log's writers, whose files a failed write may leave
+    /// part-written; a flush feeds the hot store when there is one.
+    fn may_resume(&self, db: &DbInner) -> bool {
+        match self {
+            Job::Flush(_) => db.hot.is_none(),
+            Job::Compaction(_) | Job::Migration(_) => true,
+            Job::Replica(_) | Job::ValueGc | Job::Promotion => false,
+        }
+    }
+}
+
 /// The loop of one background thread.
 pub(super) fn worker(db: &DbInner) {
     while let Some(job) = next_job(db) {
-        let result = match &job {
+        let result = run_caught(job.name(), || match &job {
             Job::Flush(mem) => flush_memtable(db, mem),
             Job::Compaction(task) => run_compaction(db, task),
             Job::Migration(m) => super::migrate::run(db, m),
             Job::Replica(r) => super::replica::run(db, r),
             Job::ValueGc => db.vlog.as_ref().map_or(Ok(()), |v| db.vlog_gc_round(v)),
             Job::Promotion => super::hot::promote(db),
-        };
+        });
         finish_job(db, &job, result);
+    }
+}
+
+/// Runs one job, turning a panic into [`Error::BackgroundPanic`] naming `job`.
+///
+/// Why: a job that unwinds past its worker never reaches `finish_job`, so its slot stays
+/// taken, no error is recorded and whoever waits for it (a flush, a stalled writer) waits for
+/// ever. Caught here, the panic becomes the sticky error, which wakes every waiter.
+/// `AssertUnwindSafe` holds because the locks are `parking_lot`'s (released on unwind, never
+/// poisoned) and the stop keeps every later write and job off whatever the job left half
+/// done; reads only see installed versions, which a job replaces whole.
+fn run_caught(job: &'static str, run: impl FnOnce() -> Result<()>) -> Result<()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+        Err(Error::BackgroundPanic {
+            job,
+            message: panic_message(payload.as_ref()),
+        })
+    })
+}
+
+/// A panic payload's text: the message of `panic!` with a literal or with arguments.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
     }
 }
 
@@ -154,8 +211,33 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 return Some(Job::ValueGc);
             }
         }
-        db.bg_cv.wait(&mut state);
+        match auto_resume_at(db, &mut state) {
+            Some(at) if std::time::Instant::now() >= at => {
+                state.auto_resume_failures += 1;
+                state.clear_stop();
+                db.progress_cv.notify_all();
+            }
+            Some(at) => {
+                db.bg_cv.wait_until(&mut state, at);
+            }
+            None => db.bg_cv.wait(&mut state),
+        }
     }
+}
+
+/// With `compaction.auto_resume_ms`, when a worker should retry the resumable stop now in
+/// place (`None`: no stop, not resumable, or no retrying): the option's delay after the
+/// stop, doubled for each retry in a row that failed again, at most 64 times.
+fn auto_resume_at(db: &DbInner, state: &mut super::State) -> Option<std::time::Instant> {
+    let base = db.opts.compaction.auto_resume_ms;
+    let resumable = state.bg_error.is_some() && state.stop_resumable;
+    if base == 0 || !resumable || db.versions.manifest_failed() {
+        return None;
+    }
+    let backoff = base.saturating_mul(1 << state.auto_resume_failures.min(6));
+    Some(*state.auto_resume_at.get_or_insert_with(|| {
+        std::time::Instant::now() + std::time::Duration::from_millis(backoff)
+    }))
 }
 
 /// SPLIT VALUES: whether a worker should run a value-log garbage-collection round now (and
@@ -212,9 +294,14 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
                 }
             }
         }
+        if result.is_ok() {
+            // NB: an automatic retry's backoff starts again once work succeeds.
+            state.auto_resume_failures = 0;
+        }
     }
     if let Err(e) = result {
-        db.set_bg_error(&e);
+        let resumable = e.is_no_space() && job.may_resume(db) && !db.versions.manifest_failed();
+        db.stop_writes(&e, resumable);
     }
     db.delete_obsolete_files();
     release_free_heap();
@@ -683,6 +770,28 @@ pub(super) fn wait_idle(db: &DbInner) -> Result<()> {
     }
 }
 
+/// See [`crate::Db::resume`]: clears a stop that [`Job::may_resume`] allowed and waits for
+/// the work it stopped to run again.
+pub(super) fn resume(db: &DbInner) -> Result<()> {
+    {
+        let mut state = db.state.lock();
+        let Some(cause) = &state.bg_error else {
+            return Ok(());
+        };
+        // NB: the MANIFEST is checked again: a later job may have failed to write it after
+        // the stop was recorded.
+        if !state.stop_resumable || db.versions.manifest_failed() {
+            return Err(Error::stopped(cause));
+        }
+        state.clear_stop();
+    }
+    db.bg_cv.notify_all();
+    db.progress_cv.notify_all();
+    // The memtables that waited go first (`next_job`), then whatever compaction the tree
+    // needs; a job that fails again stops writes again, and says why.
+    wait_idle(db).map_err(|e| Error::stopped(&e))
+}
+
 /// Compacts `[begin, end]` level by level down to the deepest level holding data there.
 pub(super) fn compact_range(db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
     let version = db.versions.current();
@@ -698,7 +807,7 @@ pub(super) fn compact_range(db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8
         let Some(task) = claim_manual_task(db, level, begin, end)? else {
             continue;
         };
-        let result = run_compaction(db, &task);
+        let result = run_caught("compaction", || run_compaction(db, &task));
         finish_job(
             db,
             &Job::Compaction(task),
@@ -739,6 +848,13 @@ impl super::State {
     fn claim(&mut self, task: &CompactionTask) {
         self.busy_files.extend(task.all_inputs().map(|f| f.number));
         self.compactions_running += 1;
+    }
+
+    /// Clears a resumable stop: writes are taken again and workers pick jobs again.
+    fn clear_stop(&mut self) {
+        self.bg_error = None;
+        self.stop_resumable = false;
+        self.auto_resume_at = None;
     }
 
     /// Undoes [`Self::claim`] when the compaction ends.

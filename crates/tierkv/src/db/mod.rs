@@ -55,8 +55,16 @@ pub(crate) struct State {
     mem: Arc<MemTable>,
     /// Immutable memtables, oldest first.
     imm: VecDeque<Arc<MemTable>>,
-    /// Set after a failed sync, MANIFEST write or background job; writes fail until reopen.
+    /// Set after a failed sync, MANIFEST write or background job; writes fail until reopen
+    /// (or until [`Db::resume`], when `stop_resumable`).
     bg_error: Option<Error>,
+    /// `bg_error` is a flush, compaction or migration that ran out of space before its
+    /// MANIFEST edit: nothing on disk is in doubt, so the job may simply run again.
+    stop_resumable: bool,
+    /// With `compaction.auto_resume_ms`: when a worker retries the resumable stop, and how
+    /// many retries in a row failed again (the backoff's exponent).
+    auto_resume_at: Option<std::time::Instant>,
+    auto_resume_failures: u32,
     shutting_down: bool,
     flush_running: bool,
     compactions_running: usize,
@@ -152,8 +160,9 @@ pub struct LiveFile {
 /// Errors common to every write: [`Error::InvalidArgument`] for a key or value over
 /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) / [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) or a database
 /// opened [`read_only`](Options::read_only); [`Error::Stopped`] once writes are stopped (a failed
-/// WAL sync or background job; reopen to continue); [`Error::Io`] when the WAL cannot be
-/// written or synced, after which writes are stopped.
+/// WAL sync or background job; reopen to continue, or [`resume`](Db::resume) once a full tier
+/// has room again); [`Error::Io`] when the WAL cannot be written or synced, after which writes
+/// are stopped.
 pub struct Db {
     inner: Arc<DbInner>,
     /// Background (flush and compaction) threads.
@@ -365,6 +374,21 @@ impl Db {
         background::wait_idle(&self.inner)
     }
 
+    /// Resumes writes stopped because a flush, compaction or migration ran out of space, once
+    /// there is room again, without reopening: clears the stop, runs the failed work again
+    /// (the waiting memtables are flushed, the tree compacted as it needs) and returns once
+    /// that is done. Writes are accepted again from the moment the stop is cleared.
+    ///
+    /// Returns `Ok` at once when writes are not stopped. Errors: [`Error::Stopped`] with the
+    /// cause when the stop is not one this clears (a failed WAL or MANIFEST write or sync,
+    /// corruption, an I/O error other than a full device, a background panic: reopen the
+    /// database), or when the work run again fails (still no room: writes stop again).
+    /// [`crate::CompactionOptions::auto_resume_ms`] makes a background worker do the same by
+    /// itself, with backoff.
+    pub fn resume(&self) -> Result<()> {
+        background::resume(&self.inner)
+    }
+
     /// Counters since open and the current shape: per-tier usage and I/O, per-level files,
     /// WAL, cache, placement and request figures.
     pub fn stats(&self) -> Stats {
@@ -530,12 +554,28 @@ impl DbInner {
 
     /// Makes writes fail from now on, keeping the first cause.
     fn set_bg_error(&self, err: &Error) {
+        self.stop_writes(err, false);
+    }
+
+    /// Makes writes fail from now on, keeping the first cause; `resumable` when
+    /// [`Db::resume`] may clear it (see `State::stop_resumable`). Wakes every waiter.
+    ///
+    /// A later failure is not kept, but one that may not be resumed makes the stop
+    /// unresumable too (say a WAL write failing while a full flush stopped writes): clearing
+    /// the first cause must not hide it. A refusal caused by the stop itself
+    /// ([`Error::Stopped`]) says nothing new.
+    fn stop_writes(&self, err: &Error, resumable: bool) {
         let mut state = self.state.lock();
         if state.bg_error.is_none() {
             state.bg_error = Some(err.duplicate());
+            state.stop_resumable = resumable;
+            state.auto_resume_at = None;
+        } else if !matches!(err, Error::Stopped { .. }) {
+            state.stop_resumable &= resumable;
         }
         drop(state);
         self.progress_cv.notify_all();
+        self.bg_cv.notify_all();
     }
 
     fn stats(&self) -> Stats {

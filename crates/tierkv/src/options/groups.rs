@@ -89,6 +89,11 @@ pub struct CompactionOptions {
     /// Background threads for flush and compaction; with two or more, one is kept free for
     /// flushes. Default 2. Range 1..=64.
     pub background_threads: usize,
+    /// Milliseconds before a background worker retries, by itself, a flush, compaction or
+    /// migration that stopped writes for lack of space (what `Db::resume` does when called),
+    /// doubling after each retry that fails again, up to 64 times this; 0 (the default) never
+    /// retries: only `Db::resume` does. Range 0..=3600000 (an hour). See `docs/errors.md`.
+    pub auto_resume_ms: u64,
 }
 
 impl Default for CompactionOptions {
@@ -104,6 +109,7 @@ impl Default for CompactionOptions {
             target_file_size: 64 << 20,
             bytes_per_sync: 0,
             background_threads: 2,
+            auto_resume_ms: 0,
         }
     }
 }
@@ -138,7 +144,8 @@ impl CompactionOptions {
         )?;
         check_range("level_size_multiplier", self.level_size_multiplier, 2, 100)?;
         check_range("target_file_size", self.target_file_size, 16 << 10, 4 << 30)?;
-        check_range("background_threads", self.background_threads, 1, 64)
+        check_range("background_threads", self.background_threads, 1, 64)?;
+        check_range("auto_resume_ms", self.auto_resume_ms, 0, 3_600_000)
     }
 }
 

@@ -520,6 +520,7 @@ options_by_name! {
     target_file_size: u64 => @ compaction.target_file_size;
     bytes_per_sync: u64 => @ compaction.bytes_per_sync;
     background_threads: usize => @ compaction.background_threads;
+    auto_resume_ms: u64 => @ compaction.auto_resume_ms;
     block_size: usize => @ table.block_size;
     block_restart_interval: usize => @ table.block_restart_interval;
     bloom_bits_per_key: u32 => @ table.bloom_bits_per_key;
@@ -690,6 +691,22 @@ mod tests {
         assert!(err.contains("levels_on_fast"), "{err}");
         let err = Options::builder().build().unwrap_err().to_string();
         assert!(err.contains("tiers"), "{err}");
+    }
+
+    #[test]
+    fn auto_resume_is_off_by_default_read_from_toml_and_bounded() {
+        assert_eq!(two_tiers().build().unwrap().compaction.auto_resume_ms, 0);
+        let o = Options::from_toml_str(
+            "[compaction]\nauto_resume_ms = 250\n[[tier]]\nname = \"fast\"\npath = \"/mnt/fast\"\n",
+        )
+        .unwrap();
+        assert_eq!(o.compaction.auto_resume_ms, 250);
+        let err = two_tiers()
+            .auto_resume_ms(3_600_001)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auto_resume_ms"), "{err}");
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub struct VersionSet {
     log_number: AtomicU64,
     /// A MANIFEST that reaches this size is replaced by a fresh one at the next edit.
     manifest_roll_bytes: u64,
+    /// Set once writing or syncing an edit failed: what the MANIFEST holds is then unknown
+    /// until reopen, so a stop it caused is never resumed in place.
+    manifest_failed: std::sync::atomic::AtomicBool,
 }
 
 impl VersionSet {
@@ -151,6 +154,7 @@ impl VersionSet {
             last_sequence: AtomicU64::new(0),
             log_number: AtomicU64::new(0),
             manifest_roll_bytes,
+            manifest_failed: std::sync::atomic::AtomicBool::new(false),
         };
         if let Some(rec) = recovered {
             set.replay(rec)?;
@@ -374,7 +378,9 @@ impl VersionSet {
             .ok_or_else(|| Error::Closed("MANIFEST is not open".into()))?;
         if manifest.writer.size() >= self.manifest_roll_bytes {
             // A MANIFEST only grows while the database is open; start a compact one.
-            let fresh = self.start_manifest(edit)?;
+            let fresh = self
+                .start_manifest(edit)
+                .inspect_err(|_| self.note_manifest_failed())?;
             let old = std::mem::replace(manifest, fresh);
             let _ = old.writer.close();
             return Ok(self.current());
@@ -382,9 +388,22 @@ impl VersionSet {
         self.fill_edit_totals(&mut edit);
         let base = self.current();
         let version = self.apply_edit(&base, &edit)?;
-        manifest.writer.add_record(&edit.encode())?;
-        manifest.writer.sync()?;
+        let written = manifest.writer.add_record(&edit.encode());
+        written
+            .and_then(|_| manifest.writer.sync())
+            .inspect_err(|_| self.note_manifest_failed())?;
         Ok(self.install_edit(&base, &edit, version))
+    }
+
+    fn note_manifest_failed(&self) {
+        self.manifest_failed
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// True once an edit could not be written or synced since open (see `log_and_apply`).
+    pub fn manifest_failed(&self) -> bool {
+        self.manifest_failed
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Closes the MANIFEST writer.
