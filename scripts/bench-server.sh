@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tierkv-server against redis-server, measured with redis-benchmark in one run, on loopback.
 #
-#   scripts/bench-server.sh [all|sync|get|big|proxy]   (default all; results also in $OUT)
+#   scripts/bench-server.sh [all|setsync|sync|get|big|proxy]   (default all; results also in $OUT)
 #
 # Experiments (50 clients each; each run is short, so expect noise on a small machine):
+#   setsync  the SET target's run: redis-benchmark -t set -n 200000 -c 50 -P 16 -r 1000000
+#          -d 100 against tierkv (sync) and redis (appendfsync always), ROUNDS (default 3)
+#          alternating rounds, then tierkv's WAL syncs per write batch from INFO.
 #   sync   SET, tierkv --durability sync vs redis appendfsync always, and flush vs everysec,
 #          with -P 16 and without pipelining; data fits in memory.
 #   get    GET on data that fits in memory, both servers, -P 16 and -P 1.
@@ -83,7 +86,12 @@ bench() {
     local port=$1 test=$2 pipe=$3 n=$4
     shift 4
     redis-benchmark -p "$port" -c 50 -P "$pipe" -n "$n" -r 100000 -t "$test" --csv "$@" 2>/dev/null |
-        awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }'
+        csv_rps_p99
+}
+
+# redis-benchmark --csv on stdin -> "rps p99_ms" of its one test.
+csv_rps_p99() {
+    awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }'
 }
 
 row() { printf '%s\n' "$*" | tee -a "$out"; }
@@ -103,6 +111,53 @@ header() {
     row ""
     row "| run | tierkv-server rps | p99 ms | $2 rps | p99 ms | ratio |"
     row "|---|---|---|---|---|---|"
+}
+
+# quiet CMD...: runs CMD without its output.
+quiet() { "$@" >/dev/null 2>&1; }
+
+# info_field PORT FIELD: one field of the server's INFO (tierkv's engine counters).
+info_field() {
+    redis-cli -p "$1" INFO stats | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+
+# fsyncs_during PORT CMD...: runs CMD, then prints how many SETs and WAL syncs (synced
+# groups) the tierkv-server on PORT counted meanwhile.
+fsyncs_during() {
+    local port=$1
+    shift
+    local w0 g0
+    w0=$(info_field "$port" engine_writes)
+    g0=$(info_field "$port" engine_synced_groups)
+    "$@"
+    local w1 g1
+    w1=$(info_field "$port" engine_writes)
+    g1=$(info_field "$port" engine_synced_groups)
+    row "tierkv-server: $((w1 - w0)) write batches in $((g1 - g0)) WAL syncs"
+}
+
+# The acceptance run for SET with sync durability: exactly
+#   redis-benchmark -t set -n 200000 -c 50 -P 16 -r 1000000 -d 100
+# against tierkv-server (--durability sync) and redis-server (appendfsync always), same disk,
+# alternating ROUNDS times so that both see the same background load.
+run_setsync() {
+    local rounds="${ROUNDS:-3}" n="${SET_REQUESTS:-200000}"
+    tierkv $((base + 1)) tkv-setsync --durability sync
+    redis $((base + 2)) redis-setsync always
+    row ""
+    row "SET -P 16 -d 100 -r 1000000, 50 clients, sync vs appendfsync always ($(date -u +%F), $rounds rounds)"
+    row ""
+    row "| round | tierkv-server rps | p99 ms | redis-server rps | p99 ms | ratio |"
+    row "|---|---|---|---|---|---|"
+    local args=(-t set -n "$n" -c 50 -P 16 -r 1000000 -d 100 --csv)
+    for ((i = 1; i <= rounds; i++)); do
+        local ra pa rb pb
+        read -r ra pa < <(redis-benchmark -p $((base + 1)) "${args[@]}" 2>/dev/null | csv_rps_p99)
+        read -r rb pb < <(redis-benchmark -p $((base + 2)) "${args[@]}" 2>/dev/null | csv_rps_p99)
+        row "| $i | $ra | $pa | $rb | $pb | $(ratio "$ra" "$rb") |"
+    done
+    fsyncs_during $((base + 1)) quiet redis-benchmark -p $((base + 1)) "${args[@]}"
+    stop_all
 }
 
 run_sync() {
@@ -173,7 +228,10 @@ run_proxy() {
     for n in 1 2; do
         {
             printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' $((base + 10 * n))
-            printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n  servers:\n'
+            printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n'
+            # NB: as scripts/cluster.sh: one connection per shard (per-client order), opened
+            # before the first request so that connecting is not measured.
+            printf '  server_connections: 1\n  preconnect: true\n  servers:\n'
             for ((i = 1; i <= n; i++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + i)) "$i"; done
         } >"$conf$n.yml"
         nutcracker -c "$conf$n.yml" -a 127.0.0.1 -s $((base + 10 * n + 5)) -o "$dir/nutcracker$n.log" &
@@ -193,11 +251,12 @@ run_proxy() {
 
 echo "machine: $(nproc) cores, $(uname -r); redis $(redis-server --version | awk '{print $3}')" | tee -a "$out"
 case "$what" in
+    setsync) run_setsync ;;
     sync) run_sync ;;
     get) run_get ;;
     big) run_big ;;
     proxy) run_proxy ;;
-    all) run_sync; run_get; run_big; run_proxy ;;
-    *) echo "usage: $0 [all|sync|get|big|proxy]" >&2; exit 2 ;;
+    all) run_setsync; run_sync; run_get; run_big; run_proxy ;;
+    *) echo "usage: $0 [all|setsync|sync|get|big|proxy]" >&2; exit 2 ;;
 esac
 echo "results in $out"
