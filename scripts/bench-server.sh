@@ -121,19 +121,20 @@ info_field() {
     redis-cli -p "$1" INFO stats | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
 }
 
-# fsyncs_during PORT CMD...: runs CMD, then prints how many SETs and WAL syncs (synced
-# groups) the tierkv-server on PORT counted meanwhile.
+# fsyncs_during PORT CMD...: runs CMD, then prints what the tierkv-server on PORT counted
+# meanwhile: write batches and WAL syncs (synced groups), commands and reply writes.
 fsyncs_during() {
     local port=$1
     shift
-    local w0 g0
-    w0=$(info_field "$port" engine_writes)
-    g0=$(info_field "$port" engine_synced_groups)
+    local fields=(engine_writes engine_synced_groups total_commands_processed reply_writes)
+    local before=() after=() f
+    for f in "${fields[@]}"; do before+=("$(info_field "$port" "$f")"); done
     "$@"
-    local w1 g1
-    w1=$(info_field "$port" engine_writes)
-    g1=$(info_field "$port" engine_synced_groups)
-    row "tierkv-server: $((w1 - w0)) write batches in $((g1 - g0)) WAL syncs"
+    for f in "${fields[@]}"; do after+=("$(info_field "$port" "$f")"); done
+    # NB: each INFO above is one command and one reply write of its own.
+    row "tierkv-server during one more run: $((after[0] - before[0])) write batches in" \
+        "$((after[1] - before[1])) WAL syncs; $((after[2] - before[2] - 4)) commands in" \
+        "$((after[3] - before[3] - 4)) reply writes"
 }
 
 # The acceptance run for SET with sync durability: exactly

@@ -706,8 +706,11 @@ async fn write_replies(
                 }
             }
         };
-        // NB: replies ready so far go out before waiting on a slow request.
-        if !item.pending.is_ready() {
+        // NB: replies ready so far go out before waiting on a slow request, unless more
+        // requests are queued behind it: then the client sent a pipeline, and its replies go
+        // out together once the queue runs dry (one write per pipeline, not one per request
+        // that missed the memtable).
+        if !item.pending.is_ready() && rx.is_empty() {
             alive = alive && send(&mut write, &mut out, limit, &shared).await;
         }
         item.pending.finish(&shared, item.proto, &mut out).await;
@@ -734,6 +737,7 @@ async fn send(
     if out.is_empty() {
         return true;
     }
+    shared.counters.reply_writes.fetch_add(1, Ordering::Relaxed);
     let ok = match limit {
         None => write.write_all(out).await.is_ok(),
         Some(t) => match with_timeout(t, write.write_all(out)).await {
