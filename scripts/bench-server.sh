@@ -6,19 +6,23 @@
 # Experiments (50 clients each; each run is short, so expect noise on a small machine):
 #   setsync  the SET target's run: redis-benchmark -t set -n 200000 -c 50 -P 16 -r 1000000
 #          -d 100 against tierkv (sync) and redis (appendfsync always), ROUNDS (default 3)
-#          alternating rounds, then tierkv's WAL syncs per write batch from INFO.
+#          alternating rounds, then (from INFO) tierkv's WAL syncs per write batch and
+#          reply writes per command.
 #   sync   SET, tierkv --durability sync vs redis appendfsync always, and flush vs everysec,
 #          with -P 16 and without pipelining; data fits in memory.
 #   get    GET on data that fits in memory, both servers, -P 16 and -P 1.
 #   big    GET on data several times a memory limit: tierkv-server in a memory cgroup (v1,
 #          /sys/fs/cgroup/memory; needs root) against the engine measured in-process
 #          (tierkv-server --bench-inprocess: the same async GETs, 50 concurrent, no network)
-#          in the same cgroup. redis-server cannot hold such data and is not run.
+#          in the same cgroup, alternating BIG_ROUNDS times. redis-server cannot hold such
+#          data and is not run.
 #   proxy  one shard directly vs the same shard through nutcracker, and two shards behind it.
 #
 # Environment: BENCH_DIR (default /tmp/tierkv-bench-server), PORT_BASE (default 7700),
 # REQUESTS (SETs/GETs per pipelined run, default 400000; unpipelined runs do a quarter),
-# BIG_KEYS (default 500000 keys of 1000 bytes), MEM_LIMIT (default 128M), OUT (result file).
+# BIG_KEYS (default 500000 keys of 1000 bytes), MEM_LIMIT (default 128M), BIG_ROUNDS (default 3)
+# and BIG_GETS (GETs per server run in `big`, default 100000), OUT (result file),
+# SERVER (a tierkv-server binary to measure instead of building this checkout's).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,14 +32,17 @@ base="${PORT_BASE:-7700}"
 requests="${REQUESTS:-400000}"
 big_keys="${BIG_KEYS:-500000}"
 mem_limit="${MEM_LIMIT:-128M}"
+big_rounds="${BIG_ROUNDS:-3}"
+big_gets="${BIG_GETS:-100000}"
 out="${OUT:-$dir/results.md}"
-server="$root/target/release/tierkv-server"
+server="${SERVER:-$root/target/release/tierkv-server}"
 cg=/sys/fs/cgroup/memory/tierkv-bench-server
 
 for tool in redis-benchmark redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install redis-tools redis-server" >&2; exit 1; }
 done
-(cd "$root" && cargo build --release -q -p tierkv-server)
+# NB: SERVER names another build (e.g. an earlier commit's, for a before/after comparison).
+[ -n "${SERVER:-}" ] || (cd "$root" && cargo build --release -q -p tierkv-server)
 mkdir -p "$dir"
 : >"$out"
 
@@ -201,23 +208,28 @@ run_big() {
     sync
     echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
     row ""
-    row "GET on $big_keys keys of 1000 bytes ($(du -sh "$dir/$name" | cut -f1) on disk) under a $mem_limit memory cgroup, 50 clients"
+    row "GET on $big_keys keys of 1000 bytes ($(du -sh "$dir/$name" | cut -f1) on disk) under a $mem_limit memory cgroup, 50 clients, $big_rounds rounds"
     row ""
-    in_cgroup "$server" "${tiers[@]}" --bench-inprocess 10 --bench-keyspace "$big_keys" --bench-clients 50 | tee -a "$out"
-    # NB: exec all the way down, so $! is the server itself and stop_all reaches it.
-    (exec sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$server" "${tiers[@]}" \
-        --port $((base + 1))) >"$dir/$name.log" 2>&1 &
-    pids+=($!)
-    wait_port $((base + 1))
-    for pipe in 1 16; do
-        local n=$((requests / 8))
-        [ "$pipe" = 16 ] && n=$((requests / 2))
-        read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -P "$pipe" -n "$n" -r "$big_keys" -t get --csv 2>/dev/null |
-            awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }')
-        row "server GET -P $pipe: $r rps, p99 $p ms"
+    # NB: the two cannot share the database (its LOCK), so they alternate, round by round,
+    # each about as long as the other, so that both meet the same background load.
+    local i r p
+    for ((i = 1; i <= big_rounds; i++)); do
+        in_cgroup "$server" "${tiers[@]}" --bench-inprocess 10 --bench-keyspace "$big_keys" \
+            --bench-clients 50 | tee -a "$out"
+        # NB: exec all the way down, so $! is the server itself and stop_all reaches it.
+        (exec sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$server" "${tiers[@]}" \
+            --port $((base + 1))) >"$dir/$name.log" 2>&1 &
+        pids+=($!)
+        wait_port $((base + 1))
+        read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -n "$big_gets" -r "$big_keys" -t get --csv 2>/dev/null | csv_rps_p99)
+        row "server GET -P 1: $r rps, p99 $p ms"
+        if [ "$i" = "$big_rounds" ]; then
+            read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -P 16 -n "$big_gets" -r "$big_keys" -t get --csv 2>/dev/null | csv_rps_p99)
+            row "server GET -P 16: $r rps, p99 $p ms"
+        fi
+        stop_all
     done
     row "cgroup peak memory: $(($(cat "$cg/memory.max_usage_in_bytes") >> 20)) MiB of $mem_limit"
-    stop_all
 }
 
 run_proxy() {
