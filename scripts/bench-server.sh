@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # tierkv-server against redis-server, measured with redis-benchmark in one run, on loopback.
 #
-#   scripts/bench-server.sh [all|sync|get|big|proxy]   (default all; results also in $OUT)
+#   scripts/bench-server.sh [all|setsync|sync|get|big|proxy]   (default all; results also in $OUT)
 #
 # Experiments (50 clients each; each run is short, so expect noise on a small machine):
+#   setsync  the SET target's run: redis-benchmark -t set -n 200000 -c 50 -P 16 -r 1000000
+#          -d 100 against tierkv (sync) and redis (appendfsync always), ROUNDS (default 3)
+#          alternating rounds, then (from INFO) tierkv's WAL syncs per write batch and
+#          reply writes per command.
 #   sync   SET, tierkv --durability sync vs redis appendfsync always, and flush vs everysec,
 #          with -P 16 and without pipelining; data fits in memory.
 #   get    GET on data that fits in memory, both servers, -P 16 and -P 1.
 #   big    GET on data several times a memory limit: tierkv-server in a memory cgroup (v1,
 #          /sys/fs/cgroup/memory; needs root) against the engine measured in-process
 #          (tierkv-server --bench-inprocess: the same async GETs, 50 concurrent, no network)
-#          in the same cgroup. redis-server cannot hold such data and is not run.
+#          in the same cgroup, alternating BIG_ROUNDS times. redis-server cannot hold such
+#          data and is not run.
 #   proxy  one shard directly vs the same shard through nutcracker, and two shards behind it.
 #
 # Environment: BENCH_DIR (default /tmp/tierkv-bench-server), PORT_BASE (default 7700),
 # REQUESTS (SETs/GETs per pipelined run, default 400000; unpipelined runs do a quarter),
-# BIG_KEYS (default 500000 keys of 1000 bytes), MEM_LIMIT (default 128M), OUT (result file).
+# BIG_KEYS (default 500000 keys of 1000 bytes), MEM_LIMIT (default 128M), BIG_ROUNDS (default 3)
+# and BIG_GETS (GETs per server run in `big`, default 100000), OUT (result file),
+# SERVER (a tierkv-server binary to measure instead of building this checkout's).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,14 +32,17 @@ base="${PORT_BASE:-7700}"
 requests="${REQUESTS:-400000}"
 big_keys="${BIG_KEYS:-500000}"
 mem_limit="${MEM_LIMIT:-128M}"
+big_rounds="${BIG_ROUNDS:-3}"
+big_gets="${BIG_GETS:-100000}"
 out="${OUT:-$dir/results.md}"
-server="$root/target/release/tierkv-server"
+server="${SERVER:-$root/target/release/tierkv-server}"
 cg=/sys/fs/cgroup/memory/tierkv-bench-server
 
 for tool in redis-benchmark redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install redis-tools redis-server" >&2; exit 1; }
 done
-(cd "$root" && cargo build --release -q -p tierkv-server)
+# NB: SERVER names another build (e.g. an earlier commit's, for a before/after comparison).
+[ -n "${SERVER:-}" ] || (cd "$root" && cargo build --release -q -p tierkv-server)
 mkdir -p "$dir"
 : >"$out"
 
@@ -83,7 +93,12 @@ bench() {
     local port=$1 test=$2 pipe=$3 n=$4
     shift 4
     redis-benchmark -p "$port" -c 50 -P "$pipe" -n "$n" -r 100000 -t "$test" --csv "$@" 2>/dev/null |
-        awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }'
+        csv_rps_p99
+}
+
+# redis-benchmark --csv on stdin -> "rps p99_ms" of its one test.
+csv_rps_p99() {
+    awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }'
 }
 
 row() { printf '%s\n' "$*" | tee -a "$out"; }
@@ -103,6 +118,54 @@ header() {
     row ""
     row "| run | tierkv-server rps | p99 ms | $2 rps | p99 ms | ratio |"
     row "|---|---|---|---|---|---|"
+}
+
+# quiet CMD...: runs CMD without its output.
+quiet() { "$@" >/dev/null 2>&1; }
+
+# info_field PORT FIELD: one field of the server's INFO (tierkv's engine counters).
+info_field() {
+    redis-cli -p "$1" INFO stats | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+
+# fsyncs_during PORT CMD...: runs CMD, then prints what the tierkv-server on PORT counted
+# meanwhile: write batches and WAL syncs (synced groups), commands and reply writes.
+fsyncs_during() {
+    local port=$1
+    shift
+    local fields=(engine_writes engine_synced_groups total_commands_processed reply_writes)
+    local before=() after=() f
+    for f in "${fields[@]}"; do before+=("$(info_field "$port" "$f")"); done
+    "$@"
+    for f in "${fields[@]}"; do after+=("$(info_field "$port" "$f")"); done
+    # NB: each INFO above is one command and one reply write of its own.
+    row "tierkv-server during one more run: $((after[0] - before[0])) write batches in" \
+        "$((after[1] - before[1])) WAL syncs; $((after[2] - before[2] - 4)) commands in" \
+        "$((after[3] - before[3] - 4)) reply writes"
+}
+
+# The acceptance run for SET with sync durability: exactly
+#   redis-benchmark -t set -n 200000 -c 50 -P 16 -r 1000000 -d 100
+# against tierkv-server (--durability sync) and redis-server (appendfsync always), same disk,
+# alternating ROUNDS times so that both see the same background load.
+run_setsync() {
+    local rounds="${ROUNDS:-3}" n="${SET_REQUESTS:-200000}"
+    tierkv $((base + 1)) tkv-setsync --durability sync
+    redis $((base + 2)) redis-setsync always
+    row ""
+    row "SET -P 16 -d 100 -r 1000000, 50 clients, sync vs appendfsync always ($(date -u +%F), $rounds rounds)"
+    row ""
+    row "| round | tierkv-server rps | p99 ms | redis-server rps | p99 ms | ratio |"
+    row "|---|---|---|---|---|---|"
+    local args=(-t set -n "$n" -c 50 -P 16 -r 1000000 -d 100 --csv)
+    for ((i = 1; i <= rounds; i++)); do
+        local ra pa rb pb
+        read -r ra pa < <(redis-benchmark -p $((base + 1)) "${args[@]}" 2>/dev/null | csv_rps_p99)
+        read -r rb pb < <(redis-benchmark -p $((base + 2)) "${args[@]}" 2>/dev/null | csv_rps_p99)
+        row "| $i | $ra | $pa | $rb | $pb | $(ratio "$ra" "$rb") |"
+    done
+    fsyncs_during $((base + 1)) quiet redis-benchmark -p $((base + 1)) "${args[@]}"
+    stop_all
 }
 
 run_sync() {
@@ -145,23 +208,28 @@ run_big() {
     sync
     echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
     row ""
-    row "GET on $big_keys keys of 1000 bytes ($(du -sh "$dir/$name" | cut -f1) on disk) under a $mem_limit memory cgroup, 50 clients"
+    row "GET on $big_keys keys of 1000 bytes ($(du -sh "$dir/$name" | cut -f1) on disk) under a $mem_limit memory cgroup, 50 clients, $big_rounds rounds"
     row ""
-    in_cgroup "$server" "${tiers[@]}" --bench-inprocess 10 --bench-keyspace "$big_keys" --bench-clients 50 | tee -a "$out"
-    # NB: exec all the way down, so $! is the server itself and stop_all reaches it.
-    (exec sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$server" "${tiers[@]}" \
-        --port $((base + 1))) >"$dir/$name.log" 2>&1 &
-    pids+=($!)
-    wait_port $((base + 1))
-    for pipe in 1 16; do
-        local n=$((requests / 8))
-        [ "$pipe" = 16 ] && n=$((requests / 2))
-        read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -P "$pipe" -n "$n" -r "$big_keys" -t get --csv 2>/dev/null |
-            awk -F'","' 'NR==2 { gsub(/"/, "", $7); print $2, $7 }')
-        row "server GET -P $pipe: $r rps, p99 $p ms"
+    # NB: the two cannot share the database (its LOCK), so they alternate, round by round,
+    # each about as long as the other, so that both meet the same background load.
+    local i r p
+    for ((i = 1; i <= big_rounds; i++)); do
+        in_cgroup "$server" "${tiers[@]}" --bench-inprocess 10 --bench-keyspace "$big_keys" \
+            --bench-clients 50 | tee -a "$out"
+        # NB: exec all the way down, so $! is the server itself and stop_all reaches it.
+        (exec sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$server" "${tiers[@]}" \
+            --port $((base + 1))) >"$dir/$name.log" 2>&1 &
+        pids+=($!)
+        wait_port $((base + 1))
+        read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -n "$big_gets" -r "$big_keys" -t get --csv 2>/dev/null | csv_rps_p99)
+        row "server GET -P 1: $r rps, p99 $p ms"
+        if [ "$i" = "$big_rounds" ]; then
+            read -r r p < <(redis-benchmark -p $((base + 1)) -c 50 -P 16 -n "$big_gets" -r "$big_keys" -t get --csv 2>/dev/null | csv_rps_p99)
+            row "server GET -P 16: $r rps, p99 $p ms"
+        fi
+        stop_all
     done
     row "cgroup peak memory: $(($(cat "$cg/memory.max_usage_in_bytes") >> 20)) MiB of $mem_limit"
-    stop_all
 }
 
 run_proxy() {
@@ -173,7 +241,10 @@ run_proxy() {
     for n in 1 2; do
         {
             printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' $((base + 10 * n))
-            printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n  servers:\n'
+            printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n'
+            # NB: as scripts/cluster.sh: one connection per shard (per-client order), opened
+            # before the first request so that connecting is not measured.
+            printf '  server_connections: 1\n  preconnect: true\n  servers:\n'
             for ((i = 1; i <= n; i++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + i)) "$i"; done
         } >"$conf$n.yml"
         nutcracker -c "$conf$n.yml" -a 127.0.0.1 -s $((base + 10 * n + 5)) -o "$dir/nutcracker$n.log" &
@@ -193,11 +264,12 @@ run_proxy() {
 
 echo "machine: $(nproc) cores, $(uname -r); redis $(redis-server --version | awk '{print $3}')" | tee -a "$out"
 case "$what" in
+    setsync) run_setsync ;;
     sync) run_sync ;;
     get) run_get ;;
     big) run_big ;;
     proxy) run_proxy ;;
-    all) run_sync; run_get; run_big; run_proxy ;;
-    *) echo "usage: $0 [all|sync|get|big|proxy]" >&2; exit 2 ;;
+    all) run_setsync; run_sync; run_get; run_big; run_proxy ;;
+    *) echo "usage: $0 [all|setsync|sync|get|big|proxy]" >&2; exit 2 ;;
 esac
 echo "results in $out"

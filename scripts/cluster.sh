@@ -80,6 +80,10 @@ tierkv:
   redis: true
   auto_eject_hosts: false
   timeout: 2000
+  # One connection per shard keeps each client's requests in order (nutcracker spreads
+  # requests over server connections round-robin); open it at start, not on first use.
+  server_connections: 1
+  preconnect: true
   servers:
 $servers
 YAML

@@ -12,7 +12,8 @@
 //! before it is submitted, for the earlier requests of this connection that touch one of its
 //! keys (a read for earlier writes of the key; a write for earlier reads and writes of it); a
 //! whole-keyspace command (SCAN, DBSIZE, FLUSHALL) waits for every earlier one, and FLUSHALL
-//! also makes every later one wait for it. Requests on different keys overlap freely.
+//! also makes every later one wait for it. Requests on different keys overlap freely. The
+//! bookkeeping is [`crate::deps`].
 //!
 //! Bounds: at most [`MAX_IN_FLIGHT`] requests queued per connection (then the reader stops
 //! reading: TCP pushes back on the client), the parser's limits on one request, an idle
@@ -21,11 +22,11 @@
 
 use crate::atomic::{self, AtomicOp};
 use crate::commands::{self, ClientCmd, Command, CommandQuery, SetCond, SPECS};
+use crate::deps::{Deps, KeyDigest};
 use crate::exec::{self, GetKind, MultiKind, Pending, ScanCall};
 use crate::info;
 use crate::resp::{Limits, Parser, Proto, Reply, Request};
 use crate::server::Shared;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -80,64 +81,11 @@ enum Flow {
     Stop,
 }
 
-/// The last request of this connection that read or wrote a key.
-#[derive(Debug, Clone, Copy, Default)]
-struct KeyUse {
-    write: u64,
-    access: u64,
-}
-
-/// What earlier requests each new one must wait for. See the module doc.
-#[derive(Debug, Default)]
-struct Deps {
-    keys: HashMap<Vec<u8>, KeyUse>,
-    /// Every request after this one waits for it (FLUSHALL).
-    barrier: u64,
-    prune_at: usize,
-}
-
-impl Deps {
-    fn read_dep(&self, key: &[u8]) -> u64 {
-        self.keys.get(key).map_or(0, |u| u.write).max(self.barrier)
-    }
-
-    fn write_dep(&self, key: &[u8]) -> u64 {
-        self.keys.get(key).map_or(0, |u| u.access).max(self.barrier)
-    }
-
-    fn note_read(&mut self, key: &[u8], idx: u64) {
-        self.entry(key).access = idx;
-    }
-
-    fn note_write(&mut self, key: &[u8], idx: u64) {
-        let u = self.entry(key);
-        u.access = idx;
-        u.write = idx;
-    }
-
-    fn entry(&mut self, key: &[u8]) -> &mut KeyUse {
-        if !self.keys.contains_key(key) {
-            self.keys.insert(key.to_vec(), KeyUse::default());
-        }
-        self.keys.get_mut(key).expect("inserted above")
-    }
-
-    /// Forgets keys whose last request completed, once the map has grown: it then holds at
-    /// most the keys of requests in flight plus the growth since the last pruning.
-    fn prune(&mut self, done: u64) {
-        if self.keys.len() <= self.prune_at.max(1024) {
-            return;
-        }
-        self.keys.retain(|_, u| u.access > done);
-        self.prune_at = 2 * self.keys.len();
-    }
-}
-
 /// Pipelined SET/MSET commands not yet submitted.
 #[derive(Default)]
 struct OpenBatch {
     batch: WriteBatch,
-    keys: Vec<Vec<u8>>,
+    keys: Vec<KeyDigest>,
     commands: usize,
     bytes: usize,
     /// The latest earlier request it must wait for.
@@ -374,9 +322,10 @@ impl Reader {
             return Flow::Stop;
         }
         for (k, v) in pairs {
-            self.open.dep = self.open.dep.max(self.deps.write_dep(&k));
+            let key = self.deps.digest(&k);
+            self.open.dep = self.open.dep.max(self.deps.write_dep(key));
             self.open.batch.put(&k, &v);
-            self.open.keys.push(k);
+            self.open.keys.push(key);
         }
         self.open.commands += 1;
         self.open.bytes += bytes;
@@ -402,8 +351,8 @@ impl Reader {
         };
         let flow = self.push(pending).await;
         let idx = self.last_idx();
-        for k in &open.keys {
-            self.deps.note_write(k, idx);
+        for &key in &open.keys {
+            self.deps.note_write(key, idx);
         }
         flow
     }
@@ -462,7 +411,8 @@ impl Reader {
     }
 
     async fn get(&mut self, key: Vec<u8>, kind: GetKind) -> Flow {
-        if self.wait_for(self.deps.read_dep(&key)).await == Flow::Stop {
+        let digest = self.deps.digest(&key);
+        if self.wait_for(self.deps.read_dep(digest)).await == Flow::Stop {
             return Flow::Stop;
         }
         let ro = ReadOptions::default();
@@ -471,14 +421,15 @@ impl Reader {
             Err(e) => Pending::Ready(Reply::err(e)),
         };
         let flow = self.push(pending).await;
-        self.deps.note_read(&key, self.last_idx());
+        self.deps.note_read(digest, self.last_idx());
         flow
     }
 
     async fn multi_get(&mut self, keys: Vec<Vec<u8>>, kind: MultiKind) -> Flow {
-        let dep = keys
+        let digests: Vec<KeyDigest> = keys.iter().map(|k| self.deps.digest(k)).collect();
+        let dep = digests
             .iter()
-            .map(|k| self.deps.read_dep(k))
+            .map(|&k| self.deps.read_dep(k))
             .max()
             .unwrap_or(0);
         if self.wait_for(dep).await == Flow::Stop {
@@ -494,15 +445,15 @@ impl Reader {
         };
         let flow = self.push(pending).await;
         let idx = self.last_idx();
-        keys.iter().for_each(|k| self.deps.note_read(k, idx));
+        digests.iter().for_each(|&k| self.deps.note_read(k, idx));
         flow
     }
 
     async fn atomic(&mut self, op: AtomicOp) -> Flow {
-        let keys: Vec<Vec<u8>> = op.keys().iter().map(|k| k.to_vec()).collect();
-        let dep = keys
+        let digests: Vec<KeyDigest> = op.keys().iter().map(|k| self.deps.digest(k)).collect();
+        let dep = digests
             .iter()
-            .map(|k| self.deps.write_dep(k))
+            .map(|&k| self.deps.write_dep(k))
             .max()
             .unwrap_or(0);
         if self.wait_for(dep).await == Flow::Stop {
@@ -513,7 +464,7 @@ impl Reader {
             tokio::task::spawn_blocking(move || atomic::run(&shared.db, &shared.write_opts, &op));
         let flow = self.push(Pending::Blocking(task)).await;
         let idx = self.last_idx();
-        keys.iter().for_each(|k| self.deps.note_write(k, idx));
+        digests.iter().for_each(|&k| self.deps.note_write(k, idx));
         flow
     }
 
@@ -567,7 +518,7 @@ impl Reader {
         });
         let flow = self.push(Pending::Blocking(task)).await;
         if flush {
-            self.deps.barrier = self.last_idx();
+            self.deps.set_barrier(self.last_idx());
         }
         flow
     }
@@ -755,8 +706,11 @@ async fn write_replies(
                 }
             }
         };
-        // NB: replies ready so far go out before waiting on a slow request.
-        if !item.pending.is_ready() {
+        // NB: replies ready so far go out before waiting on a slow request, unless more
+        // requests are queued behind it: then the client sent a pipeline, and its replies go
+        // out together once the queue runs dry (one write per pipeline, not one per request
+        // that missed the memtable).
+        if !item.pending.is_ready() && rx.is_empty() {
             alive = alive && send(&mut write, &mut out, limit, &shared).await;
         }
         item.pending.finish(&shared, item.proto, &mut out).await;
@@ -783,6 +737,7 @@ async fn send(
     if out.is_empty() {
         return true;
     }
+    shared.counters.reply_writes.fetch_add(1, Ordering::Relaxed);
     let ok = match limit {
         None => write.write_all(out).await.is_ok(),
         Some(t) => match with_timeout(t, write.write_all(out)).await {
@@ -804,29 +759,6 @@ async fn with_timeout<F: Future>(t: Duration, f: F) -> Option<F::Output> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn deps_order_conflicting_requests_only() {
-        let mut d = Deps::default();
-        d.note_write(b"a", 1);
-        d.note_read(b"b", 2);
-        assert_eq!(d.read_dep(b"a"), 1, "a read waits for the write");
-        assert_eq!(d.read_dep(b"b"), 0, "reads do not wait for reads");
-        assert_eq!(d.write_dep(b"b"), 2, "a write waits for an earlier read");
-        assert_eq!(d.write_dep(b"c"), 0);
-        d.barrier = 5;
-        assert_eq!(d.read_dep(b"c"), 5);
-    }
-
-    #[test]
-    fn deps_prune_completed_keys() {
-        let mut d = Deps::default();
-        for i in 0..2000u64 {
-            d.note_write(&i.to_be_bytes(), i + 1);
-        }
-        d.prune(1990);
-        assert_eq!(d.keys.len(), 10);
-    }
 
     #[test]
     fn passwords_compare_fully() {

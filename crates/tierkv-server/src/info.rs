@@ -153,6 +153,7 @@ fn stats(s: &Shared) -> Lines {
         kv("protocol_errors", load(&c.protocol_errors)),
         kv("timed_out_clients", load(&c.timeouts)),
         kv("busy_backoffs", load(&c.busy_backoffs)),
+        kv("reply_writes", load(&c.reply_writes)),
         kv(
             "scan_cursors",
             s.cursors.lock().expect("cursor table").len(),

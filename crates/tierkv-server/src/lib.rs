@@ -3,11 +3,12 @@
 //! unchanged.
 //!
 //! Modules, from the wire inwards: [`resp`] (request parser, reply encoder), [`commands`]
-//! (the command table and typed commands), [`conn`] (one connection: pipelining, ordering,
-//! backpressure), [`exec`] (requests in flight and their replies), [`atomic`]
-//! (read-modify-write commands as transactions), [`scan`] (SCAN cursors, MATCH globs),
-//! [`info`] (INFO, CONFIG GET), [`server`] (listener, client limit, shutdown), [`config`]
-//! (flags and TOML) and [`bench`] (in-process baselines for the benchmarks).
+//! (the command table and typed commands), [`conn`] (one connection: pipelining,
+//! backpressure), [`deps`] (the order of a connection's requests on the same keys), [`exec`]
+//! (requests in flight and their replies), [`atomic`] (read-modify-write commands as
+//! transactions), [`scan`] (SCAN cursors, MATCH globs), [`info`] (INFO, CONFIG GET),
+//! [`server`] (listener, client limit, shutdown), [`config`] (flags and TOML) and [`bench`]
+//! (in-process baselines for the benchmarks).
 
 #![warn(missing_docs)]
 
@@ -16,6 +17,7 @@ pub mod bench;
 pub mod commands;
 pub mod config;
 pub mod conn;
+pub mod deps;
 pub mod exec;
 pub mod info;
 pub mod resp;

@@ -40,6 +40,8 @@ pub struct Counters {
     pub timeouts: AtomicU64,
     /// Pauses taken because the engine answered `Busy`.
     pub busy_backoffs: AtomicU64,
+    /// Writes of replies to clients (system calls asked for; pipelined replies share one).
+    pub reply_writes: AtomicU64,
     /// Last client id handed out.
     pub next_client_id: AtomicU64,
 }

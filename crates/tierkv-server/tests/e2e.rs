@@ -525,3 +525,44 @@ fn engine_busy_becomes_backpressure() {
     assert!(busy("engine_busy_rejections:") > 0, "{info}");
     assert!(busy("busy_backoffs:") > 0, "{info}");
 }
+
+/// One counter of `INFO stats`.
+fn info_stat(con: &mut redis::Connection, name: &str) -> u64 {
+    let info: String = cmd("INFO").arg("stats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO stats lacks {name}: {info}"))
+}
+
+#[test]
+fn pipelined_replies_that_miss_the_memtable_share_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    // Keys in tables, not in a memtable: every GET is served by an engine worker.
+    let mut load = tier_flags(dir.path());
+    load.extend(["--bench-load", "500", "--bench-value-size", "100"].map(String::from));
+    let (status, err) = run_to_exit(&load);
+    assert!(status.success(), "{err}");
+    // One worker and no block cache, so that the GETs complete well after they are queued.
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, "pipeline_workers = 1\n").unwrap();
+    let flags = ["--config", config.to_str().unwrap(), "--block-cache", "0"];
+    let server = Server::start(dir.path(), &flags);
+    let mut con = server.client();
+    let lucky_before = info_stat(&mut con, "engine_lucky_reads");
+    let writes_before = info_stat(&mut con, "reply_writes");
+    let mut pipe = redis::pipe();
+    for i in 0..200 {
+        pipe.cmd("GET").arg(format!("key:{:012}", (i * 7) % 500));
+    }
+    let got: Vec<Vec<u8>> = pipe.query(&mut con).unwrap();
+    assert_eq!(got, vec![vec![b'x'; 100]; 200]);
+    // NB: the counter is read before the INFO reply that shows it is written.
+    let writes = info_stat(&mut con, "reply_writes") - writes_before - 1;
+    let lucky = info_stat(&mut con, "engine_lucky_reads") - lucky_before;
+    assert_eq!(lucky, 0, "the GETs were to miss the memtable");
+    assert!(
+        writes <= 3,
+        "200 pipelined GETs took {writes} reply writes; expected them to share a few"
+    );
+}
