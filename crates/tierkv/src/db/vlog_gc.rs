@@ -127,7 +127,8 @@ impl DbInner {
                 check: Some(&check),
             };
             match self.wal.write(self, req) {
-                Ok(()) => return Ok(()),
+                // NB: as any `Sync` write, durable once earlier writes' records are too.
+                Ok(()) => return self.sync_values(Durability::Sync),
                 // A user write overwrote or deleted the key since: its copy is garbage.
                 Err(Error::Conflict { key }) => {
                     let before = pending.len();

@@ -233,6 +233,8 @@ impl ValueLog {
             spans.push((at, bytes.len() as u64 - at));
         }
         let appended = self.append_records(&bytes, &spans)?;
+        // NB: the copies are durable before the rewrite that points at them is logged.
+        self.sync_appended()?;
         self.counters
             .gc_bytes_rewritten
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
