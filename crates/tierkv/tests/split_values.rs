@@ -293,7 +293,7 @@ fn crash_sweep_keeps_acknowledged_writes_and_pointers() {
 #[test]
 fn crash_sweep_in_every_wal_mode() {
     common::each_mode("split values crash sweep", |mode| {
-        let points = common::env_u64("TIERKV_CRASH_POINTS", 24) / 3;
+        let points = common::env_u64("TIERKV_CRASH_POINTS", 24) / 4;
         crash_sweep(|| split(common::small(mode, 64 << 10)), points);
     });
 }

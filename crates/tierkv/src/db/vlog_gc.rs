@@ -36,6 +36,10 @@ impl DbInner {
         // NB: a failed unlink leaves the file retired, tried again next round; like obsolete
         // tables, garbage left on disk must not stop writes.
         let _ = vlog.delete_retired(&mut st, self.oldest_value_reader(vlog));
+        // NB: a hint for the next open (`vlog::state`); a failed save only loses counts.
+        if result.is_ok() {
+            let _ = vlog.save_gc_state(&st);
+        }
         match result {
             Ok(_) | Err(Error::Closed(_) | Error::Stopped { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -57,6 +61,7 @@ impl DbInner {
             vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
         }
         vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
+        vlog.save_gc_state(&st)?;
         Ok(vlog.retired_files(&st))
     }
 

@@ -11,6 +11,7 @@
 mod files;
 mod gc;
 mod recover;
+mod state;
 mod sync;
 
 pub(crate) use files::InFlight;
@@ -260,7 +261,7 @@ impl ValueLog {
             .tiers
             .get(tier.index())
             .is_some_and(|t| t.zone_geometry().is_some());
-        Ok(Some(ValueLog {
+        let vlog = ValueLog {
             fs,
             tiers: Arc::clone(tiers),
             tier,
@@ -280,7 +281,9 @@ impl ValueLog {
             gc_running: AtomicBool::new(false),
             pins: Arc::new(SnapshotList::default()),
             counters: VlogCounters::default(),
-        }))
+        };
+        vlog.restore_gc_state(opts.read_only)?;
+        Ok(Some(vlog))
     }
 
     /// Rewrites `batch` for the LSM: values at or above the threshold are appended to the
@@ -522,6 +525,13 @@ impl ValueLog {
             vlog_gc_files_deleted: load(&c.gc_files_deleted),
             vlog_syncs: load(&c.syncs),
             ..Default::default()
+        }
+    }
+
+    /// Saves collection's state for the next open (best effort: every field is a hint).
+    pub(crate) fn close(&self) {
+        if !self.read_only {
+            let _ = self.save_gc_state(&self.gc.lock());
         }
     }
 
