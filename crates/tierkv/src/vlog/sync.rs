@@ -96,24 +96,40 @@ impl FileSync {
             // handed to the OS, so the `fdatasync` below covers it.
             let target = self.appended();
             drop(p);
-            let result = match &self.handle {
-                Some(handle) => handle.lock().sync(),
-                None => Err(self.error("no handle to sync this file through".into())),
-            };
-            syncs.fetch_add(1, Ordering::Relaxed);
+            self.sync_through(target, syncs)?;
             p = self.progress.lock();
-            p.syncing = false;
-            match &result {
-                Ok(()) => p.synced = p.synced.max(target),
-                Err(e) => p.failed = Some(e.to_string()),
-            }
-            self.done.notify_all();
-            result?;
         }
+    }
+
+    /// Runs the `fdatasync` a caller of `sync_to` took on, covering `target` bytes, and
+    /// records its outcome. The waiters are woken however it ends, a panic included.
+    fn sync_through(&self, target: u64, syncs: &AtomicU64) -> Result<()> {
+        let _running = RunningSync(self);
+        let result = match &self.handle {
+            Some(handle) => handle.lock().sync(),
+            None => Err(self.error("no handle to sync this file through".into())),
+        };
+        syncs.fetch_add(1, Ordering::Relaxed);
+        let mut p = self.progress.lock();
+        match &result {
+            Ok(()) => p.synced = p.synced.max(target),
+            Err(e) => p.failed = Some(e.to_string()),
+        }
+        result
     }
 
     fn error(&self, msg: String) -> Error {
         Error::io("fdatasync", &self.path, std::io::Error::other(msg))
+    }
+}
+
+/// The sync a writer runs for the others: ends it (and wakes them) when dropped.
+struct RunningSync<'a>(&'a FileSync);
+
+impl Drop for RunningSync<'_> {
+    fn drop(&mut self) {
+        self.0.progress.lock().syncing = false;
+        self.0.done.notify_all();
     }
 }
 
