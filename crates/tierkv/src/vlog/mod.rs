@@ -242,6 +242,10 @@ impl ValueLog {
             TierId::FAST
         };
         let dir = tiers.get(tier).dir.clone();
+        let sync_each_append = opts
+            .tiers
+            .get(tier.index())
+            .is_some_and(|t| t.zone_geometry().is_some());
         let mut max = 0;
         let files = Arc::new(FileTable::default());
         for name in fs.list_dir(&dir)? {
@@ -249,18 +253,16 @@ impl ValueLog {
                 max = max.max(n);
                 let path = dir.join(&name);
                 files.add_existing(n, fs.file_size(&path)?);
-                if !opts.read_only {
+                if !opts.read_only && !sync_each_append {
                     // NB: after a process crash a file may hold bytes the OS never wrote
                     // back; recovery's tables will point at them, so they are made durable
-                    // first.
-                    fs.open_append(&path)?.sync()?;
+                    // first (on zones every append was synced).
+                    let mut file = fs.open_append(&path)?;
+                    file.sync()?;
+                    file.close()?;
                 }
             }
         }
-        let sync_each_append = opts
-            .tiers
-            .get(tier.index())
-            .is_some_and(|t| t.zone_geometry().is_some());
         let vlog = ValueLog {
             fs,
             tiers: Arc::clone(tiers),
