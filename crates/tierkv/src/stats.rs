@@ -278,6 +278,9 @@ pub struct Stats {
     pub vlog_gc_bytes_rewritten: u64,
     /// Split values: value-log files garbage collection deleted.
     pub vlog_gc_files_deleted: u64,
+    /// Split values: `fdatasync`s of value-log files since open (a group sync serves every
+    /// `Sync` write that appended before it started; other writes sync none).
+    pub vlog_syncs: u64,
     /// The zoned WAL's zone manager, when `wal = "zoned"`.
     pub zoned_wal: Option<ZonedWalStats>,
 }

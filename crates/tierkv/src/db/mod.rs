@@ -508,6 +508,10 @@ impl Drop for Db {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // SPLIT VALUES: value-log collection's state for the next open.
+        if let Some(vlog) = &self.inner.vlog {
+            vlog.close();
+        }
         // Hand buffered WAL bytes to the OS so a clean close keeps `Buffered` writes too.
         let _ = self.inner.wal.close();
         let _ = self.inner.versions.close();

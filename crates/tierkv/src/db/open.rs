@@ -14,7 +14,7 @@ use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
 use crate::hot::{HotStore, VecIter};
 use crate::memtable::MemTable;
-use crate::options::{HotTier, Options, Placement};
+use crate::options::{HotTier, Options, Placement, RecoveryMode};
 use crate::placement::iomon::{IoMonitor, WindowConfig};
 use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
@@ -325,6 +325,7 @@ fn replay_wals(
         mem: Arc::new(MemTable::new(0)),
         max_seq: ctx.versions.last_sequence(),
         sink,
+        lost_values: false,
     };
     let replayed = wal::replay(&replay, &mut memtables)?;
     let MemtableSink {
@@ -343,6 +344,9 @@ struct MemtableSink<'a, 'c> {
     mem: Arc<MemTable>,
     max_seq: u64,
     sink: &'a mut dyn FnMut(Arc<MemTable>) -> Result<()>,
+    /// SPLIT VALUES: a replayed write named value-log records a crash lost; it and every
+    /// later write are dropped, as after a torn WAL tail (`crate::vlog::ValueLog::lost_record`).
+    lost_values: bool,
 }
 
 impl ReplaySink for MemtableSink<'_, '_> {
@@ -351,6 +355,10 @@ impl ReplaySink for MemtableSink<'_, '_> {
     }
 
     fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
+        if self.lost_values || self.names_lost_values(batch)? {
+            self.lost_values = true;
+            return Ok(());
+        }
         let next = self.mem.insert_batch(seq, batch);
         self.max_seq = self.max_seq.max(next.saturating_sub(1));
         if self.mem.approximate_bytes() >= self.ctx.opts.memtable.write_buffer_size {
@@ -358,6 +366,21 @@ impl ReplaySink for MemtableSink<'_, '_> {
             (self.sink)(std::mem::replace(&mut self.mem, Arc::new(MemTable::new(0))))?;
         }
         Ok(())
+    }
+}
+
+impl MemtableSink<'_, '_> {
+    /// SPLIT VALUES: whether `batch` names value-log records a crash lost (refused with
+    /// `absolute-consistency`, which refuses a torn WAL tail too).
+    fn names_lost_values(&self, batch: &WriteBatch) -> Result<bool> {
+        let Some(vlog) = self.ctx.vlog else {
+            return Ok(false);
+        };
+        let refuse = self.ctx.opts.wal.recovery_mode == RecoveryMode::AbsoluteConsistency;
+        match vlog.lost_record(batch)? {
+            Some(e) if refuse => Err(e),
+            lost => Ok(lost.is_some()),
+        }
     }
 }
 

@@ -36,6 +36,10 @@ impl DbInner {
         // NB: a failed unlink leaves the file retired, tried again next round; like obsolete
         // tables, garbage left on disk must not stop writes.
         let _ = vlog.delete_retired(&mut st, self.oldest_value_reader(vlog));
+        // NB: a hint for the next open (`vlog::state`); a failed save only loses counts.
+        if result.is_ok() {
+            let _ = vlog.save_gc_state(&st);
+        }
         match result {
             Ok(_) | Err(Error::Closed(_) | Error::Stopped { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -57,6 +61,7 @@ impl DbInner {
             vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
         }
         vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
+        vlog.save_gc_state(&st)?;
         Ok(vlog.retired_files(&st))
     }
 
@@ -127,7 +132,8 @@ impl DbInner {
                 check: Some(&check),
             };
             match self.wal.write(self, req) {
-                Ok(()) => return Ok(()),
+                // NB: as any `Sync` write, durable once earlier writes' records are too.
+                Ok(()) => return self.sync_values(Durability::Sync),
                 // A user write overwrote or deleted the key since: its copy is garbage.
                 Err(Error::Conflict { key }) => {
                     let before = pending.len();

@@ -25,7 +25,9 @@ impl DbInner {
     /// Commits `batch` through the WAL; returns once it is visible (durable with `Sync`).
     pub(super) fn write(&self, durability: Durability, batch: WriteBatch) -> Result<()> {
         let (batch, _in_flight) = self.route_values(batch)?;
-        self.wal.write(self, WriteRequest::batch(durability, batch))
+        self.wal
+            .write(self, WriteRequest::batch(durability, batch))?;
+        self.sync_values(durability)
     }
 
     /// Commits `batch` if `check` passes once every earlier write is visible.
@@ -42,7 +44,8 @@ impl DbInner {
             force_switch: false,
             check: Some(check),
         };
-        self.wal.write(self, req)
+        self.wal.write(self, req)?;
+        self.sync_values(durability)
     }
 
     /// SPLIT VALUES: with a value log, the batch's large values are appended to it (durable on
@@ -56,6 +59,21 @@ impl DbInner {
         match &self.vlog {
             Some(vlog) => vlog.route(batch),
             None => Ok((batch, crate::vlog::InFlight::none())),
+        }
+    }
+
+    /// SPLIT VALUES: after a `Sync` write's WAL write returned, makes every value-log record
+    /// appended so far durable (one group sync shared with concurrent writers). Every write
+    /// the WAL ordered before this one appended its records before it reached the WAL, so
+    /// once this returns none of them can be lost by a power loss: recovery, which stops at
+    /// the first write whose records were lost, reaches this one (`docs/value-log.md`).
+    /// A failed sync stops writes: bytes already visible may be lost.
+    pub(super) fn sync_values(&self, durability: Durability) -> Result<()> {
+        match &self.vlog {
+            Some(vlog) if durability == Durability::Sync => {
+                vlog.sync_appended().inspect_err(|e| self.set_bg_error(e))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -182,7 +200,14 @@ impl DbInner {
     /// Seals the active memtable and its log, starting a new pair.
     fn switch_memtable(&self, room: &mut dyn LogRoom) -> Result<()> {
         let mem = Arc::new(MemTable::new(self.versions.new_file_number()));
-        if let Err(e) = room.rotate(&mem) {
+        // SPLIT VALUES: the sealed memtable's writes appended their value-log records before
+        // they were numbered; its tables will outlive its WAL, so the records are durable
+        // before it can be flushed (recovery checks only replayed writes).
+        let sealed = match &self.vlog {
+            Some(vlog) => vlog.sync_appended(),
+            None => Ok(()),
+        };
+        if let Err(e) = sealed.and_then(|()| room.rotate(&mem)) {
             self.set_bg_error(&e);
             return Err(e);
         }

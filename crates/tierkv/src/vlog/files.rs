@@ -67,6 +67,11 @@ impl FileTable {
         }
     }
 
+    /// Whether file `number` is known (found at open or appended to, not deleted).
+    pub fn holds(&self, number: u64) -> bool {
+        self.files.lock().contains_key(&number)
+    }
+
     /// Forgets a deleted file.
     pub fn remove(&self, number: u64) {
         self.files.lock().remove(&number);

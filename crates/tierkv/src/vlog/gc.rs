@@ -4,6 +4,7 @@
 //! `db::vlog_gc`. Rules: `docs/value-log.md`, "Garbage collection".
 
 use super::files::{FileUsage, InFlight};
+use super::state::{SavedGc, STATE_FILE};
 use super::{decode_record, encode_record, file_name, ValueLog, ValuePointer, RECORD_HEADER};
 use crate::coding::Decoder;
 use crate::env::RandomAccessFile;
@@ -24,6 +25,9 @@ pub(crate) struct GcState {
     /// Files with a damaged record: kept for good, since records past the damage cannot be
     /// told from it and a live one among them would be lost with the file.
     kept: BTreeSet<u64>,
+    /// The file a collection before the last restart was reading, and how far its records
+    /// were handled: collection goes on there before picking another file.
+    resume: Option<(u64, u64)>,
 }
 
 struct Cursor {
@@ -182,15 +186,17 @@ impl ValueLog {
     /// `budget` bytes, or one record if it is larger. `None` if no file is due.
     pub(crate) fn next_chunk(&self, st: &mut GcState, budget: u64) -> Result<Option<Chunk>> {
         if st.cursor.is_none() {
-            let Some(file) = self.pick_file(st) else {
+            let resumed = st.resume.take().filter(|&(file, _)| self.files.holds(file));
+            let Some((file, offset)) = resumed.or_else(|| self.pick_file(st).map(|f| (f, 0)))
+            else {
                 return Ok(None);
             };
             let reader = self.fs.open_read(&self.dir.join(file_name(file)))?;
             st.cursor = Some(Cursor {
                 file,
                 size: reader.size(),
+                offset: offset.min(reader.size()),
                 reader,
-                offset: 0,
                 damaged: false,
             });
         }
@@ -233,6 +239,8 @@ impl ValueLog {
             spans.push((at, bytes.len() as u64 - at));
         }
         let appended = self.append_records(&bytes, &spans)?;
+        // NB: the copies are durable before the rewrite that points at them is logged.
+        self.sync_appended()?;
         self.counters
             .gc_bytes_rewritten
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
@@ -288,6 +296,57 @@ impl ValueLog {
                 .fetch_add(1, Ordering::Relaxed);
         }
         Ok(due.len())
+    }
+
+    /// What collection keeps across a restart (`state`).
+    fn saved_gc(&self, st: &GcState) -> SavedGc {
+        let garbage = self.files.usage().into_iter();
+        SavedGc {
+            garbage: garbage
+                .filter(|(_, u)| u.garbage > 0)
+                .map(|(n, u)| (n, u.garbage))
+                .collect(),
+            retired: st.retired.iter().map(|r| r.file).collect(),
+            kept: st.kept.iter().copied().collect(),
+            cursor: st.cursor.as_ref().map(|c| (c.file, c.offset)).or(st.resume),
+        }
+    }
+
+    /// Saves collection's state in the state file (`state`), replacing it atomically.
+    pub(crate) fn save_gc_state(&self, st: &GcState) -> Result<()> {
+        let bytes = self.saved_gc(st).encode();
+        crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(STATE_FILE), &bytes)
+    }
+
+    /// Takes up the state a previous open saved: its garbage counts for the files still
+    /// there, its damaged files and its cursor. Its collected files are deleted now: the
+    /// readers they waited for ended with that open (unless `read_only`, which deletes
+    /// nothing). A damaged state file is ignored: every field is a hint.
+    pub(crate) fn restore_gc_state(&self, read_only: bool) -> Result<()> {
+        let path = self.dir.join(STATE_FILE);
+        if !self.fs.exists(&path) {
+            return Ok(());
+        }
+        let Ok(saved) = SavedGc::decode(&crate::env::read_file(self.fs.as_ref(), &path)?, &path)
+        else {
+            return Ok(());
+        };
+        for &(file, bytes) in &saved.garbage {
+            self.files.add_garbage(file, bytes);
+        }
+        let mut st = self.gc.lock();
+        st.kept
+            .extend(saved.kept.iter().filter(|&&n| self.files.holds(n)));
+        st.resume = saved.cursor.filter(|&(n, _)| self.files.holds(n));
+        if read_only {
+            return Ok(());
+        }
+        st.retired = saved
+            .retired
+            .iter()
+            .map(|&file| Retired { file, after: 0 })
+            .collect();
+        self.delete_retired(&mut st, 0).map(drop)
     }
 
     /// Collected files waiting for older readers to finish.

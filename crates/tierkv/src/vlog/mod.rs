@@ -10,6 +10,9 @@
 
 mod files;
 mod gc;
+mod recover;
+mod state;
+mod sync;
 
 pub(crate) use files::InFlight;
 pub(crate) use gc::{Chunk, GcState, ScannedRecord};
@@ -27,6 +30,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use sync::FileSync;
 
 /// First byte of a tagged LSM value holding the value itself.
 pub(crate) const TAG_INLINE: u8 = 0;
@@ -129,10 +133,14 @@ pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
     name.strip_suffix(".vlog")?.parse().ok()
 }
 
+/// The file being appended to.
 struct Active {
     number: u64,
+    /// The handle appends go through (only under the append lock).
     file: Box<dyn WritableFile>,
     size: u64,
+    /// Its sync side, shared with writers waiting for durability.
+    sync: Arc<FileSync>,
 }
 
 /// The value log of one open database: the router for writes and the resolver for reads.
@@ -147,10 +155,16 @@ pub(crate) struct ValueLog {
     /// Garbage share at which a file is collected (`vlog_gc_threshold`).
     gc_threshold: f64,
     read_only: bool,
-    /// The file being appended to, created on the first separated value. The lock also
-    /// orders appends with their sync, so a batch's records are durable before its pointers
-    /// are handed to the WAL.
+    /// The file being appended to, created on the first separated value. The lock orders
+    /// appends; syncs run outside it (`sync`), except where `sync_each_append`.
     active: Mutex<Option<Active>>,
+    /// The sync side of the active file, read without the append lock by writers that
+    /// make the value log durable (see [`ValueLog::sync_appended`]).
+    current: Mutex<Option<Arc<FileSync>>>,
+    /// Sync every append under the append lock, as the file is written: for a tier on
+    /// zones, whose files buffer their last partial block in the appending handle, so a
+    /// second handle can neither sync nor read those bytes.
+    sync_each_append: bool,
     next_number: AtomicU64,
     /// Number of the file being appended to (0 before the first append), set under `active`.
     active_number: AtomicU64,
@@ -192,6 +206,8 @@ pub(crate) struct VlogCounters {
     pub gc_bytes_rewritten: AtomicU64,
     /// Value-log files garbage collection deleted.
     pub gc_files_deleted: AtomicU64,
+    /// `fdatasync`s of value-log files (group syncs, file switches, every append on zones).
+    pub syncs: AtomicU64,
 }
 
 impl ValueLog {
@@ -226,15 +242,28 @@ impl ValueLog {
             TierId::FAST
         };
         let dir = tiers.get(tier).dir.clone();
+        let sync_each_append = opts
+            .tiers
+            .get(tier.index())
+            .is_some_and(|t| t.zone_geometry().is_some());
         let mut max = 0;
         let files = Arc::new(FileTable::default());
         for name in fs.list_dir(&dir)? {
             if let Some(n) = parse_file_name(&name) {
                 max = max.max(n);
-                files.add_existing(n, fs.file_size(&dir.join(&name))?);
+                let path = dir.join(&name);
+                files.add_existing(n, fs.file_size(&path)?);
+                if !opts.read_only && !sync_each_append {
+                    // NB: after a process crash a file may hold bytes the OS never wrote
+                    // back; recovery's tables will point at them, so they are made durable
+                    // first (on zones every append was synced).
+                    let mut file = fs.open_append(&path)?;
+                    file.sync()?;
+                    file.close()?;
+                }
             }
         }
-        Ok(Some(ValueLog {
+        let vlog = ValueLog {
             fs,
             tiers: Arc::clone(tiers),
             tier,
@@ -244,6 +273,8 @@ impl ValueLog {
             gc_threshold: opts.values.gc_threshold,
             read_only: opts.read_only,
             active: Mutex::new(None),
+            current: Mutex::new(None),
+            sync_each_append,
             next_number: AtomicU64::new(max + 1),
             active_number: AtomicU64::new(0),
             readers: Mutex::new(HashMap::new()),
@@ -252,13 +283,16 @@ impl ValueLog {
             gc_running: AtomicBool::new(false),
             pins: Arc::new(SnapshotList::default()),
             counters: VlogCounters::default(),
-        }))
+        };
+        vlog.restore_gc_state(opts.read_only)?;
+        Ok(Some(vlog))
     }
 
     /// Rewrites `batch` for the LSM: values at or above the threshold are appended to the
-    /// value log (one append and one sync for the batch) and replaced by pointers, the others
-    /// tagged inline. Returns once the appended records are durable, with a guard to hold
-    /// until the write carrying the pointers returned (see [`InFlight`]).
+    /// value log (one append for the batch, handed to the OS, not synced) and replaced by
+    /// pointers, the others tagged inline. Returns a guard to hold until the write carrying
+    /// the pointers returned (see [`InFlight`]). A `Sync` write calls
+    /// [`ValueLog::sync_appended`] once its WAL write returned.
     pub(crate) fn route(&self, batch: WriteBatch) -> Result<(WriteBatch, InFlight)> {
         if self.read_only {
             return Err(Error::invalid("the database was opened read-only"));
@@ -307,8 +341,8 @@ impl ValueLog {
     }
 
     /// Appends encoded `records` (whose `(offset, length)` in it are `spans`) to the active
-    /// file with one append and one sync, starting a new file when the active one is full.
-    /// Returns a pointer per span and the in-flight guard of the append.
+    /// file with one append (not synced, unless `sync_each_append`), starting a new file when
+    /// the active one is full. Returns a pointer per span and the in-flight guard.
     fn append_records(
         &self,
         records: &[u8],
@@ -316,20 +350,7 @@ impl ValueLog {
     ) -> Result<(Vec<ValuePointer>, InFlight)> {
         let mut guard = self.active.lock();
         if guard.as_ref().is_none_or(|a| a.size >= self.file_limit) {
-            let number = self.next_number.fetch_add(1, Ordering::Relaxed);
-            let path = self.dir.join(file_name(number));
-            let file = self.fs.create(&path)?;
-            // The new file's name is durable before any pointer into it.
-            self.fs.sync_dir(&self.dir)?;
-            if let Some(old) = guard.take() {
-                old.file.close()?;
-            }
-            *guard = Some(Active {
-                number,
-                file,
-                size: 0,
-            });
-            self.active_number.store(number, Ordering::Release);
+            self.start_file(&mut guard)?;
         }
         let active = guard.as_mut().expect("created above");
         let base = active.size;
@@ -337,8 +358,13 @@ impl ValueLog {
         // too (the file's size says they may be there).
         let in_flight = self.files.appended(active.number, records.len() as u64);
         active.file.append(records)?;
-        active.file.sync()?;
         active.size += records.len() as u64;
+        if self.sync_each_append {
+            active.file.sync()?;
+            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            active.sync.mark_synced(active.size);
+        }
+        active.sync.note_appended(active.size);
         self.tiers
             .count_write(self.tier, WriteKind::Flush, records.len() as u64);
         self.counters
@@ -353,6 +379,51 @@ impl ValueLog {
             })
             .collect();
         Ok((placed, in_flight))
+    }
+
+    /// Closes the active file, if any, making all of it durable, and starts a new one.
+    ///
+    /// NB: the old file is synced whole here, so a writer that makes the value log durable
+    /// needs to sync only the active file (`sync_appended`).
+    fn start_file(&self, guard: &mut Option<Active>) -> Result<()> {
+        if let Some(old) = guard.as_ref() {
+            old.sync.sync_to(old.size, &self.counters.syncs)?;
+        }
+        let number = self.next_number.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(file_name(number));
+        let file = self.fs.create(&path)?;
+        // The new file's name is durable before any pointer into it.
+        self.fs.sync_dir(&self.dir)?;
+        let sync_handle = if self.sync_each_append {
+            None
+        } else {
+            Some(self.fs.open_append(&path)?)
+        };
+        let sync = Arc::new(FileSync::new(path, sync_handle, 0));
+        if let Some(old) = guard.take() {
+            old.file.close()?;
+        }
+        *self.current.lock() = Some(Arc::clone(&sync));
+        *guard = Some(Active {
+            number,
+            file,
+            size: 0,
+            sync,
+        });
+        self.active_number.store(number, Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes every record appended so far durable, sharing `fdatasync`s with concurrent
+    /// callers (group sync) and holding no append lock while syncing. Called by `Sync`
+    /// writes after their WAL write, and before a memtable is sealed: see
+    /// `docs/value-log.md` ("Durability and syncs").
+    pub(crate) fn sync_appended(&self) -> Result<()> {
+        // NB: files before the active one were synced whole when it started.
+        let Some(sync) = self.current.lock().clone() else {
+            return Ok(());
+        };
+        sync.sync_to(sync.appended(), &self.counters.syncs)
     }
 
     /// A reader of value-log file `number`, cached unless `reopen`.
@@ -380,6 +451,13 @@ impl ValueLog {
     }
 
     fn read_pointer(&self, key: &[u8], p: ValuePointer) -> Result<Vec<u8>> {
+        let value = self.fetch_record(key, p)?;
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        Ok(value)
+    }
+
+    /// Reads and checks the record `p` names (not counted as a read).
+    fn fetch_record(&self, key: &[u8], p: ValuePointer) -> Result<Vec<u8>> {
         let path = self.dir.join(file_name(p.file));
         let corrupt = |what: &str| Error::corruption(&path, p.offset, what);
         let end = p.offset + p.len as u64;
@@ -401,7 +479,6 @@ impl ValueLog {
         }
         let mut rec = vec![0; p.len as usize];
         reader.read_exact_at(p.offset, &mut rec)?;
-        self.counters.reads.fetch_add(1, Ordering::Relaxed);
         let (k, v) = decode_record(&rec).map_err(corrupt)?;
         if k != key {
             return Err(corrupt("value-log record belongs to another key"));
@@ -448,7 +525,15 @@ impl ValueLog {
             vlog_gc_runs: load(&c.gc_runs),
             vlog_gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
             vlog_gc_files_deleted: load(&c.gc_files_deleted),
+            vlog_syncs: load(&c.syncs),
             ..Default::default()
+        }
+    }
+
+    /// Saves collection's state for the next open (best effort: every field is a hint).
+    pub(crate) fn close(&self) {
+        if !self.read_only {
+            let _ = self.save_gc_state(&self.gc.lock());
         }
     }
 
