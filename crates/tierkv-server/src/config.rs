@@ -144,6 +144,10 @@ pub enum WalArg {
     Group,
     /// SpanDB's parallel WAL.
     Parallel,
+    /// The leaderless append WAL on a conventional file.
+    Append,
+    /// WALTZ: the append WAL on an emulated zoned device.
+    Zoned,
 }
 
 /// The `[server]` table of the config file; every key optional.
@@ -362,6 +366,8 @@ impl Args {
             opts.wal.mode = match w {
                 WalArg::Group => tierkv::WalMode::Group,
                 WalArg::Parallel => tierkv::WalMode::Parallel,
+                WalArg::Append => tierkv::WalMode::Append,
+                WalArg::Zoned => tierkv::WalMode::Zoned,
             };
         }
         Ok(())
@@ -484,6 +490,19 @@ mod tests {
         assert_eq!(c.durability, DurabilityArg::Flush);
         assert_eq!(o.tiers.len(), 2);
         assert!(o.tiers[0].path.ends_with("tierkv-server-data/fast"));
+    }
+
+    #[test]
+    fn every_wal_mode_is_selectable() {
+        for (word, mode) in [
+            ("group", tierkv::WalMode::Group),
+            ("parallel", tierkv::WalMode::Parallel),
+            ("append", tierkv::WalMode::Append),
+            ("zoned", tierkv::WalMode::Zoned),
+        ] {
+            let (_, o) = args(&["--wal", word]).resolve().unwrap();
+            assert_eq!(o.wal.mode, mode, "--wal {word}");
+        }
     }
 
     #[test]
