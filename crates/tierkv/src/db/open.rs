@@ -420,6 +420,7 @@ fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<Ho
         versions.log_number(),
         entries,
         opts.read_only,
+        opts.values.mode == crate::options::ValuesMode::Split,
     )?;
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);
