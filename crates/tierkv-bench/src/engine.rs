@@ -157,6 +157,8 @@ pub struct TierkvExtra {
     pub fast_tier_bandwidth: Option<u64>,
     /// `fast_tier_flush_reserve` (bytes; unset: the engine's default).
     pub fast_tier_flush_reserve: Option<u64>,
+    /// `hot_budget` (bytes; unset: the engine's default).
+    pub hot_budget: Option<u64>,
     /// `wal_zone_size`: the emulated zoned device's zone size (bytes).
     pub wal_zone_size: Option<u64>,
     /// `wal_zones`: the emulated zoned device's zone count.
@@ -292,6 +294,10 @@ pub struct Profile {
     pub hot: bool,
     /// SplitKV's value log for large values (`split`; tierkv only).
     pub split: bool,
+    /// SplitKV whole, as the `splitkv` preset (`splitkv`; tierkv only): the value log for
+    /// large values and the fast area for small ones (the hot store with the weight policy,
+    /// the LSM from L0 on the capacity tier).
+    pub splitkv: bool,
     /// RocksDB's integrated BlobDB, its baseline for split values (`blob`; rocksdb only).
     pub blob: bool,
 }
@@ -354,11 +360,12 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut auto = false;
     let mut tuning = AutoTuning::default();
     let mut bytes_per_sync = None;
-    let (mut hot, mut split, mut blob) = (false, false, false);
+    let (mut hot, mut split, mut splitkv, mut blob) = (false, false, false, false);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
             "split" => Some(&mut split),
+            "splitkv" => Some(&mut splitkv),
             "blob" => Some(&mut blob),
             _ => None,
         } {
@@ -416,7 +423,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 _ => bail!(
                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
                      parallel, append, zoned; the ablation zenfs-like, reserved-zones, \
-                     leader-append), hot, split or blob (joined with +, e.g. pl+parallel)"
+                     leader-append), hot, split, splitkv or blob (joined with +, e.g. pl+parallel)"
                 ),
             },
         };
@@ -436,6 +443,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         bytes_per_sync,
         hot,
         split,
+        splitkv,
         blob,
     })
 }
@@ -472,7 +480,7 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
             }
-            if profile.hot || profile.split {
+            if profile.hot || profile.split || profile.splitkv {
                 bail!("engine {spec:?}: the hot store and split values are tierkv profiles");
             }
             if profile.wal.is_some() {
@@ -534,8 +542,21 @@ mod tierkv_engine {
             if profile.hot {
                 b = b.hot_tier(tierkv::HotTier::Slab);
             }
-            if profile.split {
+            if profile.split || profile.splitkv {
                 b = b.preset(tierkv::Preset::SplitKv);
+            }
+            if profile.split && !profile.splitkv {
+                // `split` alone is the value log only, placed as the profile says: the preset's
+                // fast area (the hot store, the LSM off the fast tier) is `splitkv`.
+                let hot = if profile.hot {
+                    tierkv::HotTier::Slab
+                } else {
+                    tierkv::HotTier::Off
+                };
+                b = b
+                    .hot_tier(hot)
+                    .hot_eviction(tierkv::HotEviction::Msc)
+                    .levels_on_fast(profile.levels_on_fast);
             }
             match profile.wal {
                 Some(WalChoice::Group) => b = b.wal(WalMode::Group),
@@ -582,6 +603,9 @@ mod tierkv_engine {
             }
             if let Some(bytes) = x.fast_tier_flush_reserve {
                 b = b.fast_tier_flush_reserve(bytes);
+            }
+            if let Some(bytes) = x.hot_budget {
+                b = b.hot_budget(bytes);
             }
             let t = &profile.tuning;
             if let Some(v) = t.bw_low {
@@ -1078,6 +1102,7 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 split: false,
+                splitkv: false,
                 blob: false,
             }
         );
@@ -1098,6 +1123,8 @@ mod tests {
         assert!(p("pl+split").split && p("pl+split").levels_on_fast == 0);
         assert!(p("zoned+hot+split").hot);
         assert!(parse_profile("hot+hot").is_err());
+        assert!(p("splitkv").splitkv && !p("splitkv").split);
+        assert!(parse_profile("splitkv+splitkv").is_err());
         // RocksDB's BlobDB baseline, placed by the fixed placement.
         assert!(p("pl+blob").blob && p("pl+blob").levels_on_fast == 0);
         assert!(!p("lad2").blob);
@@ -1113,6 +1140,7 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 split: false,
+                splitkv: false,
                 blob: false,
             }
         );
@@ -1126,6 +1154,7 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 split: false,
+                splitkv: false,
                 blob: false,
             }
         );

@@ -190,6 +190,10 @@ struct Args {
     /// (default: the engine's, see `Options::flush_reserve`).
     #[arg(long)]
     fast_tier_flush_reserve: Option<String>,
+    /// tierkv: the hot store's budget (`hot_budget`) for the `hot` and `splitkv` profiles,
+    /// with an optional K/M/G suffix (default: the engine's, 1 GiB).
+    #[arg(long)]
+    hot_budget: Option<String>,
     /// Write the JSON report(s) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -376,6 +380,7 @@ impl Args {
                     .as_deref()
                     .map(parse_size)
                     .transpose()?,
+                hot_budget: self.hot_budget.as_deref().map(parse_size).transpose()?,
                 wal_zone_size: self.zone_size.as_deref().map(parse_size).transpose()?,
                 wal_zones: self.zones,
                 table_zones: self.table_zones()?,

@@ -325,6 +325,21 @@ pub struct HotTierStats {
     pub promotions: u64,
     /// The mapper's pinning threshold (clock value) now.
     pub pin_threshold: u8,
+    /// The eviction policy: `msc` or `weight` (`hot_eviction`).
+    pub eviction: String,
+    /// Objects the weight policy migrated to the LSM since open.
+    pub migrated_objects: u64,
+    /// Bytes (keys and values) of those objects written to the LSM.
+    pub migrated_bytes: u64,
+    /// Weight-policy migration rounds since open.
+    pub migration_rounds: u64,
+    /// Values flushes placed in the store's slots since open: items, value bytes.
+    pub placed_hot: (u64, u64),
+    /// Values flushes placed in the LSM inline since open: items, value bytes.
+    pub placed_lsm_inline: (u64, u64),
+    /// Values flushes placed in the LSM as value-log pointers since open (split values):
+    /// items, value bytes (in the value log).
+    pub placed_value_log: (u64, u64),
 }
 
 impl Stats {
@@ -551,6 +566,21 @@ impl fmt::Display for Stats {
                 h.demotion_micros as f64 / 1e6,
                 h.promotions,
                 h.pin_threshold
+            )?;
+            write!(
+                f,
+                "\nhot store eviction {}: {} migrated ({}) in {} rounds; flushes placed {} \
+                 values in the store ({}), {} in the LSM inline ({}), {} in the value log ({})",
+                h.eviction,
+                h.migrated_objects,
+                human_bytes(h.migrated_bytes),
+                h.migration_rounds,
+                h.placed_hot.0,
+                human_bytes(h.placed_hot.1),
+                h.placed_lsm_inline.0,
+                human_bytes(h.placed_lsm_inline.1),
+                h.placed_value_log.0,
+                human_bytes(h.placed_value_log.1)
             )?;
         }
         if let Some(z) = &self.zoned_wal {

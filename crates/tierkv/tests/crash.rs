@@ -37,8 +37,8 @@ use std::time::Instant;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, FileLock, Fs, RandomAccessFile, WritableFile};
 use tierkv::inspect::LogReader;
 use tierkv::{
-    Compression, Db, Durability, Error, HotTier, Options, ReadOptions, RecoveryMode, Result,
-    WalMode, WriteBatch, WriteOptions,
+    Compression, Db, Durability, Error, HotEviction, HotTier, Options, ReadOptions, RecoveryMode,
+    Result, WalMode, WriteBatch, WriteOptions,
 };
 
 /// Keys of the workload are `key0000..key0299`: few enough that keys are overwritten and deleted
@@ -335,6 +335,11 @@ struct Shape {
     key_len: usize,
     /// The hot store's budget (`hot_tier = "slab"`); 0: no hot store.
     hot_budget: u64,
+    /// The hot store's eviction policy.
+    hot_eviction: HotEviction,
+    /// Values of this many bytes or more go to the value log (`values = "split"`); 0: every
+    /// value inline.
+    split_threshold: u64,
 }
 
 const BASE: Shape = Shape {
@@ -350,12 +355,22 @@ const BASE: Shape = Shape {
     incompressible: false,
     key_len: 7,
     hot_budget: 0,
+    hot_eviction: HotEviction::Msc,
+    split_threshold: 0,
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
     let mut b = sized(64 << 10, 16 << 10, shape.max_bytes_for_level_base);
     if shape.hot_budget > 0 {
-        b = b.hot_tier(HotTier::Slab).hot_budget(shape.hot_budget);
+        b = b
+            .hot_tier(HotTier::Slab)
+            .hot_budget(shape.hot_budget)
+            .hot_eviction(shape.hot_eviction);
+    }
+    if shape.split_threshold > 0 {
+        b = b
+            .values(tierkv::ValuesMode::Split)
+            .split_threshold(shape.split_threshold);
     }
     b.fault_tiers_capped(shape.fast_capacity)
         .levels_on_fast(shape.levels_on_fast)
@@ -1033,6 +1048,14 @@ fn sweep(
         "{}: the workload must flush and compact:\n{stats}",
         shape.name
     );
+    if shape.hot_budget > 0 && shape.hot_eviction == HotEviction::Weight {
+        let migrated = stats.hot_tier.as_ref().map_or(0, |h| h.migrated_objects);
+        assert!(
+            migrated > 0,
+            "{}: the workload must migrate:\n{stats}",
+            shape.name
+        );
+    }
     let state = read_state(&db, &workload.keys).unwrap();
     let all = |h: &History| History {
         power_durable: h.ops.len(),
@@ -1133,6 +1156,29 @@ fn crash_sweep_hot_tier_demoting() {
         &[],
     );
     assert_landed(&coverage, &["hot-slab"]);
+}
+
+/// The hot store with SplitKV's weight policy and split values: values of 400 bytes or more
+/// go to the value log, smaller ones to slabs, and past 80% of the budget the lightest
+/// objects migrate to L0 tables while flushes keep filling the store. Crashes across those
+/// migrations lose no acknowledged write and bring back no older value.
+#[test]
+fn crash_sweep_hot_tier_weight_migrating() {
+    let shape = Shape {
+        name: "hot-tier-weight-migrating",
+        hot_budget: 64 << 10,
+        hot_eviction: HotEviction::Weight,
+        split_threshold: 400,
+        max_value: 600,
+        ..BASE
+    };
+    let coverage = sweep(
+        shape,
+        STEPS / 2,
+        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
+        &[],
+    );
+    assert_landed(&coverage, &["hot-slab", "hot-journal"]);
 }
 
 /// SpanDB's "PL" placement (only the WAL on the fast tier), no compression, one background

@@ -62,6 +62,9 @@ enum Extra {
     SplitValues,
     /// The capacity tier's tables on an emulated zoned device (`tables = "zones"`).
     ZonedTables,
+    /// The `splitkv` preset: small values in the hot store with the weight policy, under a
+    /// budget small enough to migrate, large ones in the value log.
+    SplitKv,
 }
 
 impl Config {
@@ -208,6 +211,16 @@ const CONFIGS: &[Config] = &[
         TINY_TABLE,
     )
     .with(Extra::ZonedTables),
+    config(
+        "group-splitkv-none",
+        Group,
+        Fixed,
+        0,
+        Compression::None,
+        TINY_MEM,
+        TINY_TABLE,
+    )
+    .with(Extra::SplitKv),
 ];
 
 /// Seeds that once failed; each runs in CI with the default number of operations.
@@ -238,6 +251,10 @@ fn options(c: &Config, fs: &Arc<FaultFs>) -> Options {
         Extra::HotStore => b.hot_tier(tierkv::HotTier::Slab).hot_budget(64 << 10),
         Extra::SplitValues => b.values(tierkv::ValuesMode::Split).split_threshold(64),
         Extra::ZonedTables => b,
+        Extra::SplitKv => b
+            .preset(tierkv::Preset::SplitKv)
+            .hot_budget(64 << 10)
+            .split_threshold(1024),
     };
     let mut o = b
         .build()

@@ -159,8 +159,8 @@ fn may_be_on_capacity(db: &DbInner, version: &Version, user_key: &[u8]) -> bool 
         .is_some_and(|t| t.may_contain(user_key))
 }
 
-/// After a flush's MANIFEST edit: frees what it superseded and demotes if the store is over
-/// its budget.
+/// After a flush's MANIFEST edit: frees what it superseded and demotes if the store is past
+/// its policy's watermark (98% of the budget for MSC, 80% for the weight policy).
 pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     let Some(hot) = &db.hot else {
         return Ok(());
@@ -241,8 +241,10 @@ fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<O
     Ok(None)
 }
 
-/// MSC demotion: moves cold objects of the chosen key ranges into an L0 table, installs it,
-/// then drops them from the store, until the store is at its low watermark less `room`.
+/// Demotion: moves the objects the eviction policy picks into an L0 table, installs it, then
+/// drops them from the store. MSC takes cold objects of the chosen key ranges until the store
+/// is at its low watermark less `room`; the weight policy the objects below the average
+/// weight (`hot::weights`). The job and its ordering are the same for both.
 fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
     let started = std::time::Instant::now();
     let version = db.versions.current();

@@ -203,6 +203,8 @@ fn check_new_database_dirs(opts: &Options) -> Result<()> {
             let ours = name == LOCK_FILE
                 || name == tier::IDENTITY_FILE
                 || (name == crate::hot::DIR && crate::hot::is_empty_store(&*opts.fs, &tier.path))
+                // NB: written before CURRENT when a database with split values is created.
+                || name == crate::vlog::MARKER
                 || name.ends_with(".tmp")
                 || matches!(tier::parse_file_name(&name), Some((FileKind::Manifest, _)));
             if ours {
@@ -446,6 +448,7 @@ fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<Ho
         versions.log_number(),
         entries,
         opts.read_only,
+        opts.values.mode == crate::options::ValuesMode::Split,
     )?;
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);

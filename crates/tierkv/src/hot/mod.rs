@@ -17,6 +17,9 @@
 //! - Demotion writes the demoted objects into an L0 table, installs it, then clears their
 //!   slots; every hot version is older than any unflushed write, so the table is ordered
 //!   correctly among L0's (by largest sequence).
+//! - Eviction: MSC (PrismDB, `msc`) or hotness migration (SplitKV, `weights`) picks the
+//!   objects that leave; both hand them to the same demotion job below, so crash safety is
+//!   shared.
 //! - Promotion copies popular objects read from below L0 back into the store at their own
 //!   sequence numbers, once checked to be their key's newest version (`promote`, and
 //!   `db::hot`); its job is journalled like a flush's.
@@ -26,12 +29,13 @@ pub(crate) mod msc;
 pub(crate) mod promote;
 pub(crate) mod slab;
 pub(crate) mod tracker;
+pub(crate) mod weights;
 
 use crate::env::Fs;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
-use crate::options::HotTierOptions;
+use crate::options::{HotEviction, HotTierOptions};
 use parking_lot::{Mutex, RwLock};
 use rand::Rng;
 use slab::{SlabFile, SlotKind, CLASS_SIZES};
@@ -131,6 +135,15 @@ pub(crate) struct HotCounters {
     pub demotion_rounds: AtomicU64,
     pub demotion_micros: AtomicU64,
     pub promotions: AtomicU64,
+    /// Objects, entry bytes and rounds of the weight policy's migrations.
+    pub migrated_objects: AtomicU64,
+    pub migrated_bytes: AtomicU64,
+    pub migration_rounds: AtomicU64,
+    /// Where flushes placed values (items, value bytes): the store's slots, the LSM inline,
+    /// the LSM as value-log pointers.
+    pub placed_hot: [AtomicU64; 2],
+    pub placed_lsm_inline: [AtomicU64; 2],
+    pub placed_value_log: [AtomicU64; 2],
 }
 
 /// A memtable entry of one key: sequence, kind, value.
@@ -143,6 +156,9 @@ pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 pub(crate) struct Demotion {
     pub entries: Entries,
     victims: Vec<(Vec<u8>, SeqNo, Loc)>,
+    /// A weight-policy migration's average weight, taken off the kept objects once it is
+    /// done; `None` for an MSC demotion.
+    average: Option<u32>,
 }
 
 /// The hot store.
@@ -165,12 +181,18 @@ pub(crate) struct HotStore {
     epoch: AtomicU64,
     /// The in-flight marker last written: `(log_number, lowest sequence)`.
     marker: Mutex<Option<(u64, SeqNo)>>,
+    /// Per-key access counts, with the weight eviction policy only.
+    weights: Option<weights::Weights>,
+    /// The database's values are tagged (`values = "split"`): value-log pointers stay in
+    /// the LSM, where the value log counts their garbage.
+    split_values: bool,
 }
 
 impl HotStore {
     /// Opens the store in tier 0's directory `dir0`: scans every slab and rebuilds the index
     /// (newest sequence wins). `log_number` is the MANIFEST's; `lsm_entries` sizes the
-    /// tracker. Returns the store and the highest sequence in it.
+    /// tracker; `split_values` says the database's values are tagged (`values = "split"`).
+    /// Returns the store and the highest sequence in it.
     pub fn open(
         fs: &Arc<dyn Fs>,
         dir0: &Path,
@@ -178,6 +200,7 @@ impl HotStore {
         log_number: u64,
         lsm_entries: u64,
         read_only: bool,
+        split_values: bool,
     ) -> Result<(HotStore, SeqNo)> {
         let dir = dir0.join(DIR);
         if !read_only {
@@ -299,6 +322,9 @@ impl HotStore {
             read_only,
             epoch: AtomicU64::new(0),
             marker: Mutex::new(marker),
+            // NB: in memory only: after a restart every object starts at weight 0.
+            weights: (opts.eviction == HotEviction::Weight).then(weights::Weights::new),
+            split_values,
         };
         if !wipe.is_empty() && !store.read_only() {
             // NB: before the log number moves on, after which they would look committed.
@@ -325,6 +351,10 @@ impl HotStore {
             SlotKind::Deletion => None,
             SlotKind::Value => Some(self.read_value(user_key, v)?),
         };
+        if let Some(w) = &self.weights {
+            // NB: under the index lock, so a demotion cannot drop the key in between.
+            w.add(user_key, 1);
+        }
         drop(index);
         self.tracker.touch(user_key);
         self.counters.reads_hot.fetch_add(1, Ordering::Relaxed);
@@ -596,6 +626,8 @@ impl HotStore {
             .map(|loc| (loc, CLEAR.to_vec()))
             .collect();
         let mut publish = Vec::new();
+        // Keys taken, with how many writes of each the memtable held (their weight).
+        let mut written: Vec<(Vec<u8>, u32)> = Vec::new();
         // NB: new keys enter up to the whole budget; demotion, above the high watermark,
         // makes room for the next ones.
         let budget = self.opts.budget;
@@ -605,15 +637,17 @@ impl HotStore {
             let in_store = self.index.read().map.contains_key(&user_key);
             let admit = in_store
                 || (*newest_kind == ValueKind::Value
-                    && slab::class_for(user_key.len(), newest_value.len()).is_some_and(|c| {
+                    && self.slot_class(&user_key, newest_value).is_some_and(|c| {
                         self.index.read().bytes + CLASS_SIZES[c] as u64 <= budget
                     }));
             if !admit {
                 for (seq, kind, value) in versions {
+                    self.count_placement(false, &user_key, kind, &value);
                     lsm.push((key::internal_key(&user_key, seq, kind), value));
                 }
                 continue;
             }
+            written.push((user_key.clone(), versions.len() as u32));
             let overlaps = !in_store && on_capacity(&user_key);
             // Oldest first; an older memtable version only if a snapshot reads it.
             let seqs: Vec<SeqNo> = versions.iter().map(|v| v.0).collect();
@@ -621,11 +655,11 @@ impl HotStore {
                 if i > 0 && !needed(seq, seqs[i - 1]) {
                     continue;
                 }
+                let to_slot = self.slot_class(&user_key, &value).is_some();
+                self.count_placement(to_slot, &user_key, kind, &value);
                 let slot_kind = match kind {
                     ValueKind::Deletion => SlotKind::Deletion,
-                    ValueKind::Value if slab::class_for(user_key.len(), value.len()).is_some() => {
-                        SlotKind::Value
-                    }
+                    ValueKind::Value if to_slot => SlotKind::Value,
                     ValueKind::Value => {
                         lsm.push((key::internal_key(&user_key, seq, kind), value.clone()));
                         SlotKind::InLsm
@@ -657,6 +691,7 @@ impl HotStore {
         for (user_key, v) in publish {
             self.publish(user_key, v, needed);
         }
+        self.add_write_weights(written);
         lsm.sort_by(|a, b| key::compare_internal(&a.0, &b.0));
         Ok(lsm)
     }
@@ -684,6 +719,56 @@ impl HotStore {
             pending.retained.insert(user_key);
         } else {
             pending.retained.remove(&user_key);
+        }
+    }
+
+    /// The slab class a value of `user_key` takes, or `None` if it stays in the LSM: too
+    /// large for any slot, or (split values) a value-log pointer, whose garbage the value log
+    /// counts only when the LSM drops it.
+    fn slot_class(&self, user_key: &[u8], value: &[u8]) -> Option<usize> {
+        if self.split_values && value.first() == Some(&crate::vlog::TAG_POINTER) {
+            return None;
+        }
+        slab::class_for(user_key.len(), value.len())
+    }
+
+    /// Counts where a flush placed a version: a value in a slot (`to_slot`), or in the LSM,
+    /// inline or (split values) as a pointer to its value-log record.
+    fn count_placement(&self, to_slot: bool, user_key: &[u8], kind: ValueKind, value: &[u8]) {
+        if kind != ValueKind::Value {
+            return;
+        }
+        let c = &self.counters;
+        let inline = if to_slot {
+            &c.placed_hot
+        } else {
+            &c.placed_lsm_inline
+        };
+        let (path, bytes) = match self.split_values.then(|| crate::vlog::decode_stored(value)) {
+            Some(Some(crate::vlog::Stored::Pointer(p))) => {
+                let record = p.len as usize;
+                let value_len = record.saturating_sub(crate::vlog::RECORD_HEADER + user_key.len());
+                (&c.placed_value_log, value_len)
+            }
+            // NB: a tagged inline value: its first byte is the tag.
+            Some(_) => (inline, value.len().saturating_sub(1)),
+            None => (inline, value.len()),
+        };
+        path[0].fetch_add(1, Ordering::Relaxed);
+        path[1].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Adds each flushed key's writes to its weight (weight policy only).
+    fn add_write_weights(&self, written: Vec<(Vec<u8>, u32)>) {
+        let Some(w) = &self.weights else {
+            return;
+        };
+        // NB: under the index lock, as every weight change (see `weights::Weights`).
+        let index = self.index.read();
+        for (user_key, writes) in written {
+            if index.map.contains_key(&user_key) {
+                w.add(&user_key, writes);
+            }
         }
     }
 
@@ -719,9 +804,14 @@ impl HotStore {
         self.over_budget_with(0)
     }
 
-    /// Whether the store would pass its high watermark with `room` more bytes.
+    /// Whether the store would pass its high watermark with `room` more bytes: 98% of the
+    /// budget for MSC, 80% for the weight policy.
     pub fn over_budget_with(&self, room: u64) -> bool {
-        (self.index.read().bytes + room) as f64 > self.opts.budget as f64 * HIGH_WATERMARK
+        let watermark = match self.weights {
+            Some(_) => weights::TRIGGER,
+            None => HIGH_WATERMARK,
+        };
+        (self.index.read().bytes + room) as f64 > self.opts.budget as f64 * watermark
     }
 
     /// Bytes of slots promoting `objects` would take (the ones not in the store).
@@ -740,7 +830,12 @@ impl HotStore {
     /// bounds (inclusive) of the capacity tier's tables in key order, with their entry
     /// counts; the last range is unbounded above. Popular keys stay, unless nothing else
     /// can go. Keys with versions kept for snapshots stay.
+    ///
+    /// With the weight policy, plans a migration instead ([`HotStore::plan_migration`]).
     pub fn plan_demotion(&self, bounds: &[(Vec<u8>, u64)], room: u64) -> Result<Option<Demotion>> {
+        if self.weights.is_some() {
+            return self.plan_migration(room);
+        }
         // NB: ranges must be non-empty: strictly increasing bounds only.
         let mut sorted: Vec<(Vec<u8>, u64)> = Vec::with_capacity(bounds.len());
         for b in bounds {
@@ -853,6 +948,55 @@ impl HotStore {
             return Ok(None);
         }
         victims.sort_by(|a, b| a.0.cmp(&b.0));
+        self.demotion_of(victims, None).map(Some)
+    }
+
+    /// Plans a round of the weight policy: the objects weighing less than the average move
+    /// to the LSM (see `weights`). If every weight is equal (after a restart, say), objects
+    /// go in key order until the store is at [`weights::TIE_TARGET`] of its budget, less
+    /// `room`. Keys with versions kept for snapshots stay, as in MSC.
+    fn plan_migration(&self, room: u64) -> Result<Option<Demotion>> {
+        let weights = self.weights.as_ref().expect("weight policy");
+        let index = self.index.read();
+        let candidates: Vec<(&Vec<u8>, &HotVersion)> = index
+            .map
+            .iter()
+            .filter(|(_, vs)| vs.len() == 1)
+            .map(|(k, vs)| (k, &vs[0]))
+            .collect();
+        let of_candidates: Vec<u32> = candidates.iter().map(|(k, _)| weights.get(k)).collect();
+        let round = weights::plan_round(&of_candidates);
+        let mut victims: Vec<(Vec<u8>, HotVersion)> = round
+            .migrate
+            .iter()
+            .map(|&i| (candidates[i].0.clone(), *candidates[i].1))
+            .collect();
+        if victims.is_empty() {
+            let target =
+                ((self.opts.budget as f64 * weights::TIE_TARGET) as u64).saturating_sub(room);
+            let mut left = index.bytes;
+            for (k, v) in &candidates {
+                if left <= target {
+                    break;
+                }
+                left -= CLASS_SIZES[v.loc.class] as u64;
+                victims.push(((*k).clone(), **v));
+            }
+        }
+        if victims.is_empty() {
+            return Ok(None);
+        }
+        // NB: the slots are read under the index lock, so none is reused meanwhile.
+        self.demotion_of(victims, Some(round.average)).map(Some)
+    }
+
+    /// The demotion of `victims` (sorted by key; the index lock held by the caller): the
+    /// table entries to write for them.
+    fn demotion_of(
+        &self,
+        victims: Vec<(Vec<u8>, HotVersion)>,
+        average: Option<u32>,
+    ) -> Result<Demotion> {
         let mut entries = Vec::new();
         for (k, v) in &victims {
             match v.kind {
@@ -866,18 +1010,25 @@ impl HotStore {
                 )),
             }
         }
-        Ok(Some(Demotion {
+        Ok(Demotion {
             entries,
             victims: victims
                 .into_iter()
                 .map(|(k, v)| (k, v.seq, v.loc))
                 .collect(),
-        }))
+            average,
+        })
     }
 
     /// Ends a demotion whose table is installed: drops the victims from the index, then
     /// clears their slots (and the pending clears) in one job. `log_number` is the MANIFEST's.
+    /// A weight-policy migration then takes its average off the weights of the objects kept.
     pub fn finish_demotion(&self, demotion: Demotion, log_number: u64) -> Result<()> {
+        let moved_bytes: u64 = demotion
+            .entries
+            .iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum();
         let mut cleared = Vec::new();
         {
             let mut index = self.index.write();
@@ -893,10 +1044,16 @@ impl HotStore {
                 if let Some(vs) = index.map.remove(&k) {
                     self.buckets.lock().remove(&k, vs[0].overlaps);
                 }
+                if let Some(w) = &self.weights {
+                    w.remove(&k);
+                }
                 index.drop_version(loc);
                 cleared.push(loc);
             }
             self.epoch.fetch_add(1, Ordering::AcqRel);
+            if let (Some(w), Some(average)) = (&self.weights, demotion.average) {
+                w.age(average);
+            }
         }
         let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
             .into_iter()
@@ -910,9 +1067,16 @@ impl HotStore {
             index.free[loc.class].push(loc.slot);
         }
         let c = &self.counters;
-        c.demoted_objects
-            .fetch_add(cleared.len() as u64, Ordering::Relaxed);
-        c.demotion_rounds.fetch_add(1, Ordering::Relaxed);
+        if demotion.average.is_some() {
+            c.migrated_objects
+                .fetch_add(cleared.len() as u64, Ordering::Relaxed);
+            c.migrated_bytes.fetch_add(moved_bytes, Ordering::Relaxed);
+            c.migration_rounds.fetch_add(1, Ordering::Relaxed);
+        } else {
+            c.demoted_objects
+                .fetch_add(cleared.len() as u64, Ordering::Relaxed);
+            c.demotion_rounds.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -946,6 +1110,13 @@ impl HotStore {
             demotion_micros: load(&c.demotion_micros),
             promotions: load(&c.promotions),
             pin_threshold: self.mapper(&index).threshold,
+            eviction: self.opts.eviction.name().to_string(),
+            migrated_objects: load(&c.migrated_objects),
+            migrated_bytes: load(&c.migrated_bytes),
+            migration_rounds: load(&c.migration_rounds),
+            placed_hot: (load(&c.placed_hot[0]), load(&c.placed_hot[1])),
+            placed_lsm_inline: (load(&c.placed_lsm_inline[0]), load(&c.placed_lsm_inline[1])),
+            placed_value_log: (load(&c.placed_value_log[0]), load(&c.placed_value_log[1])),
         }
     }
 

@@ -486,6 +486,51 @@ pub enum MscPolicy {
     Approximate,
 }
 
+/// How the hot store makes room once it is full: which objects leave it for the LSM
+/// (`docs/hot-tier.md`, "Eviction policies").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HotEviction {
+    /// PrismDB's multi-tiered storage compaction: above 98% of the budget, the coldest,
+    /// cheapest key ranges move to the LSM until the store is at 95%.
+    #[default]
+    Msc,
+    /// SplitKV's hotness migration: each object's weight counts its reads and writes; above
+    /// 80% of the budget, the objects weighing less than the average move to the LSM and the
+    /// average is taken off the weights of those kept.
+    Weight,
+}
+
+impl HotEviction {
+    /// Every policy, in the order they are listed in errors.
+    pub const ALL: [HotEviction; 2] = [HotEviction::Msc, HotEviction::Weight];
+
+    /// The policy's name, as TOML and [`HotEviction::from_str`] take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HotEviction::Msc => "msc",
+            HotEviction::Weight => "weight",
+        }
+    }
+}
+
+impl std::str::FromStr for HotEviction {
+    type Err = Error;
+
+    /// Parses a policy name; an unknown one is `InvalidArgument` naming the option and the
+    /// accepted names.
+    fn from_str(s: &str) -> Result<HotEviction> {
+        HotEviction::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "hot_eviction = {s:?}: accepted \"msc\" or \"weight\""
+                ))
+            })
+    }
+}
+
 /// The hot store (PrismDB): a read-aware tier of slab files on the fast tier.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -504,6 +549,9 @@ pub struct HotTierOptions {
     pub pinned_share: f64,
     /// How the range to demote is chosen. Default approximate.
     pub msc_policy: MscPolicy,
+    /// Which objects leave the store once it is full: `msc` (PrismDB) or `weight`
+    /// (SplitKV's hotness migration). Default msc.
+    pub eviction: HotEviction,
     /// Point reads per promotion epoch: while an epoch runs, popular objects read from the
     /// LSM's tables below L0 are copied into the store. Default 1 000 000 (PrismDB's 1M
     /// operations). Range 1..=2^40.
@@ -524,6 +572,7 @@ impl Default for HotTierOptions {
             tracker_share: 0.2,
             pinned_share: 0.7,
             msc_policy: MscPolicy::Approximate,
+            eviction: HotEviction::Msc,
             promotion_epoch_ops: 1_000_000,
             promotion_cooldown_ops: 10_000_000,
             promotion_min_gain: 0.01,

@@ -14,7 +14,7 @@ pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
     TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
 };
-pub use groups::{HotTier, HotTierOptions, MscPolicy};
+pub use groups::{HotEviction, HotTier, HotTierOptions, MscPolicy};
 pub use presets::Preset;
 pub use toml_file::parse_size;
 
@@ -551,6 +551,7 @@ options_by_name! {
     hot_tracker_share: f64 => @ hot_tier.tracker_share;
     hot_pinned_share: f64 => @ hot_tier.pinned_share;
     msc_policy: MscPolicy => @ hot_tier.msc_policy;
+    hot_eviction: HotEviction => @ hot_tier.eviction;
     hot_promotion_epoch_ops: u64 => @ hot_tier.promotion_epoch_ops;
     hot_promotion_cooldown_ops: u64 => @ hot_tier.promotion_cooldown_ops;
     hot_promotion_min_gain: f64 => @ hot_tier.promotion_min_gain;
@@ -963,6 +964,29 @@ mod tests {
         assert_eq!(
             (o.wal.loggers, o.placement.fast_tier_bandwidth),
             (5, Some(7))
+        );
+    }
+
+    #[test]
+    fn hot_eviction_from_toml_builder_and_name() {
+        let tier = "[[tier]]\nname='f'\npath='/a'\n";
+        let grouped =
+            Options::from_toml_str(&format!("[hot_tier]\neviction = \"weight\"\n{tier}")).unwrap();
+        assert_eq!(grouped.hot_tier.eviction, HotEviction::Weight);
+        let flat = Options::from_toml_str(&format!("hot_eviction = \"weight\"\n{tier}")).unwrap();
+        assert_eq!(flat.hot_tier.eviction, HotEviction::Weight);
+        let default = Options::from_toml_str(tier).unwrap();
+        assert_eq!(default.hot_tier.eviction, HotEviction::Msc);
+        let err = Options::from_toml_str(&format!("hot_eviction = \"lru\"\n{tier}")).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("lru"), "{err}");
+        let built = Options::builder().hot_eviction(HotEviction::Weight).opts;
+        assert_eq!(built.hot_tier.eviction, HotEviction::Weight);
+        assert_eq!("msc".parse::<HotEviction>().unwrap(), HotEviction::Msc);
+        let err = "lru".parse::<HotEviction>().unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("hot_eviction") && m.contains("weight")),
+            "{err}"
         );
     }
 

@@ -1,7 +1,7 @@
 //! Presets: named configurations of the systems tierkv reproduces, applied to a builder
 //! before any explicit setting (a later setter overrides what a preset chose).
 
-use super::{HotTier, MscPolicy, OptionsBuilder, ValuesMode};
+use super::{HotEviction, HotTier, MscPolicy, OptionsBuilder, ValuesMode};
 use crate::error::{Error, Result};
 use std::str::FromStr;
 
@@ -18,7 +18,10 @@ pub enum Preset {
     /// SplitKV (`docs/value-log.md`): values of 4 KiB or more in a value log on the capacity
     /// tier (`values = "split"`, `split_threshold = 4 KiB`), 64 MiB value-log files, so
     /// garbage collection rewrites little per file, and a file collected once a third of it is
-    /// garbage, which keeps the value log within 1.5x its live bytes ("Garbage collection").
+    /// garbage, which keeps the value log within 1.5x its live bytes ("Garbage collection");
+    /// smaller values in the hot store on the fast tier (`hot_tier = "slab"`) with SplitKV's
+    /// hotness migration (`hot_eviction = "weight"`), the LSM below it on the capacity tier
+    /// from L0 down (`docs/hot-tier.md`, "Eviction policies").
     SplitKv,
 }
 
@@ -50,7 +53,10 @@ impl Preset {
                 .values(ValuesMode::Split)
                 .split_threshold(4 << 10)
                 .vlog_file_size(64 << 20)
-                .vlog_gc_threshold(1.0 / 3.0),
+                .vlog_gc_threshold(1.0 / 3.0)
+                .hot_tier(HotTier::Slab)
+                .hot_eviction(HotEviction::Weight)
+                .levels_on_fast(0),
         }
     }
 }
@@ -149,6 +155,13 @@ mod tests {
         assert_eq!(o.values.file_size, 64 << 20);
         assert!((o.values.gc_threshold - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(o.values.gc_round_bytes, 1 << 20);
+        // Small values: the one hot store, with SplitKV's eviction, in front of an LSM on
+        // the capacity tier.
+        assert_eq!(o.hot_tier.mode, HotTier::Slab);
+        assert_eq!(o.hot_tier.eviction, HotEviction::Weight);
+        assert_eq!(o.placement.levels_on_fast, 0);
+        let prism = one_tier().preset(Preset::PrismDb).build().unwrap();
+        assert_eq!(prism.hot_tier.eviction, HotEviction::Msc);
         let later = one_tier()
             .preset(Preset::SplitKv)
             .split_threshold(1000)
