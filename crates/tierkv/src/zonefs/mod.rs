@@ -185,8 +185,8 @@ pub struct ZoneFs {
     _collector: Option<BackgroundGc>,
 }
 
-/// The shared state. Lock order: `meta`, then a file's state, then `zones`; none is taken the
-/// other way round. `zones` is held only for bookkeeping and resets.
+/// The shared state. Lock order: `gc_lock`, then `meta`, then a file's state, then `zones`;
+/// none is taken the other way round. `zones` is held only for bookkeeping and resets.
 pub(crate) struct Inner {
     dev: EmulatedZoned,
     base: Arc<dyn Fs>,

@@ -17,10 +17,12 @@ fn background_config(high: u32, low: u32) -> ZoneFsConfig {
 #[test]
 fn background_gc_keeps_free_zones_above_the_low_watermark_under_overwrite() {
     let fs = FaultFs::new(11);
-    // 30 data zones of 4 LBAs; 44 files of 2 LBAs fill 22 of them, so two files share each
-    // zone and overwriting one leaves its zone half dead: only collection frees zones.
-    let g = geometry(4, 32);
-    let (high, low) = (10, 3);
+    // 38 data zones of 4 LBAs; 44 files of 2 LBAs fill 22 of them, so two files share each
+    // zone and overwriting one leaves its zone half dead: only collection frees zones. The
+    // watermarks leave 12 zones between them: 24 writes while the collector is not scheduled
+    // (the machine may be busy) before a writer would have to collect.
+    let g = geometry(4, 40);
+    let (high, low) = (14, 2);
     let zfs = ZoneFs::open(fs.clone(), &dir(), g, background_config(high, low)).unwrap();
     let mut rng = SmallRng::seed_from_u64(11);
     let mut contents: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -32,7 +34,7 @@ fn background_gc_keeps_free_zones_above_the_low_watermark_under_overwrite() {
         contents.insert(name, data);
         fewest_free = fewest_free.min(zfs.free_zones());
         // A steady writer: the collector gets the time between writes.
-        std::thread::sleep(Duration::from_micros(500));
+        std::thread::sleep(Duration::from_millis(1));
     }
     let s = zfs.stats();
     assert_eq!(
