@@ -121,6 +121,10 @@ fn zoned_tiers_json(tiers: &[(String, tierkv::ZoneFsStats)]) -> Value {
                 "zones_active": z.zones_active,
                 "zones_full": z.zones_full,
                 "gc_zones_reclaimed": z.gc_zones_reclaimed,
+                "gc_background_zones": z.gc_background_zones,
+                "gc_foreground_zones": z.gc_foreground_zones,
+                "gc_background_bytes": z.gc_background_bytes,
+                "gc_foreground_bytes": z.gc_foreground_bytes,
                 "resets": z.resets,
             }),
         );
@@ -133,8 +137,8 @@ fn print_zoned_tiers(tiers: &[(String, tierkv::ZoneFsStats)]) {
     for (name, z) in tiers {
         println!(
             "  tables on zones ({name}): zone write amplification {:.3} ({} zone bytes for {} \
-             engine bytes: {} padding, {} GC, {} journal); GC reclaimed {} zones; {} resets; \
-             zones {} free, {} active, {} full",
+             engine bytes: {} padding, {} GC, {} journal); GC reclaimed {} zones ({} background, \
+             {} foreground); {} resets; zones {} free, {} active, {} full",
             z.write_amplification(),
             z.data_bytes + z.gc_bytes + z.meta_bytes,
             z.engine_bytes,
@@ -142,6 +146,8 @@ fn print_zoned_tiers(tiers: &[(String, tierkv::ZoneFsStats)]) {
             z.gc_bytes,
             z.meta_bytes,
             z.gc_zones_reclaimed,
+            z.gc_background_zones,
+            z.gc_foreground_zones,
             z.resets,
             z.zones_free,
             z.zones_active,

@@ -571,7 +571,14 @@ fn check_and_dumps_read_a_zoned_tier() {
         "tables live in the device, not as files: {names:?}"
     );
 
+    let device = capacity.join("ZONED-DEVICE");
+    let before = std::fs::read(&device).unwrap();
     let checked = s.ok(&["--config", &cfg, "check"]);
+    assert_eq!(
+        std::fs::read(&device).unwrap(),
+        before,
+        "check wrote to the device"
+    );
     assert!(checked.contains("3000 keys"), "{checked}");
     assert!(
         checked.contains("ok: zoned tier capacity:") && checked.contains("owned by a live file"),
@@ -585,8 +592,6 @@ fn check_and_dumps_read_a_zoned_tier() {
     let by_flags = s.ok(&[tiers[0], tiers[1], "--levels-on-fast", "1", "check"]);
     assert!(by_flags.contains("ok: zoned tier capacity:"), "{by_flags}");
 
-    let device = capacity.join("ZONED-DEVICE");
-    let before = std::fs::read(&device).unwrap();
     let dump = s.ok(&["dump-zones", capacity.to_str().unwrap()]);
     assert_eq!(
         std::fs::read(&device).unwrap(),

@@ -600,7 +600,8 @@ impl fmt::Display for Stats {
                 f,
                 "\nzoned tier {tier}: zones {} free, {} active, {} full; written {} by the \
                  engine, {} to zones ({} data, {} padding, {} GC, {} metadata), write \
-                 amplification {:.2}; GC reclaimed {} zones; {} resets",
+                 amplification {:.2}; GC reclaimed {} zones ({} background, {} foreground); \
+                 {} resets",
                 z.zones_free,
                 z.zones_active,
                 z.zones_full,
@@ -612,6 +613,8 @@ impl fmt::Display for Stats {
                 human_bytes(z.meta_bytes),
                 z.write_amplification(),
                 z.gc_zones_reclaimed,
+                z.gc_background_zones,
+                z.gc_foreground_zones,
                 z.resets
             )?;
         }

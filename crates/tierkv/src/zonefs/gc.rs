@@ -1,9 +1,10 @@
 //! Garbage collection: the live extents of the emptiest full zones are copied into other
 //! zones, the new extents journaled, and the emptied zones reset.
 //!
-//! Pacing: a writer that needs a zone while fewer than `gc_free_zones` are free empties one
-//! zone first (foreground, one zone per new zone taken), so collection goes at the rate zones
-//! are consumed and no faster.
+//! Who collects: the background collector ([`super::background`]) while fewer than
+//! `gc_high_free_zones` data zones are free; a writer that needs a zone while fewer than
+//! `gc_low_free_zones` are free (or finds the device full) empties one zone first, in the
+//! foreground, as a last resort. One collection runs at a time.
 //!
 //! Readers never see a reset zone: the collector holds the write lock of every file it moves
 //! from the copy until the new extents are swapped in, and resets the zone only after the new
@@ -12,7 +13,7 @@
 use super::file::FileState;
 use super::journal::{Extent, Record};
 use super::zones::ZoneUse;
-use super::{add, Inner};
+use super::{add, GcMode, Inner};
 use crate::env::Lifetime;
 use crate::error::Result;
 use crate::zoned::{ZoneId, ZonedDevice};
@@ -21,25 +22,41 @@ use parking_lot::RwLockWriteGuard;
 impl Inner {
     /// Moves the live extents of up to `max_zones` of the emptiest full zones elsewhere and
     /// resets them. Returns the zones emptied.
-    pub(super) fn collect(&self, max_zones: usize) -> Result<usize> {
+    pub(super) fn collect(&self, max_zones: usize, mode: GcMode) -> Result<usize> {
+        let _one_collector = self.gc_lock.lock();
         let candidates = self.zones.lock().gc_candidates();
         let mut emptied = 0;
         for id in candidates {
             if emptied == max_zones {
                 break;
             }
-            if self.evacuate(id)? {
+            if self.evacuate(id, mode)? {
                 emptied += 1;
                 add(&self.counters.gc_zones, 1);
+                add(self.zones_counter(mode), 1);
             }
         }
         Ok(emptied)
     }
 
+    fn zones_counter(&self, mode: GcMode) -> &std::sync::atomic::AtomicU64 {
+        match mode {
+            GcMode::Background => &self.counters.gc_background_zones,
+            GcMode::Foreground => &self.counters.gc_foreground_zones,
+        }
+    }
+
+    fn bytes_counter(&self, mode: GcMode) -> &std::sync::atomic::AtomicU64 {
+        match mode {
+            GcMode::Background => &self.counters.gc_background,
+            GcMode::Foreground => &self.counters.gc_foreground,
+        }
+    }
+
     /// Copies every live extent of zone `victim` elsewhere; true when the zone was reset.
     /// False (nothing changed) when a file there is still being written or has unsynced
     /// extents, or no zone can take the copies now.
-    fn evacuate(&self, victim: ZoneId) -> Result<bool> {
+    fn evacuate(&self, victim: ZoneId, mode: GcMode) -> Result<bool> {
         let mut meta = self.meta.lock();
         // NB: the candidate list may be stale: the zone may have been reset and taken again.
         if self.zones.lock().slots[victim as usize].state != ZoneUse::Full {
@@ -65,7 +82,7 @@ impl Inner {
         let mut copies = Vec::new();
         let mut plans = Vec::with_capacity(states.len());
         for state in &states {
-            match self.copy_extents(&state.synced_extents, victim, &mut copies) {
+            match self.copy_extents(&state.synced_extents, victim, mode, &mut copies) {
                 Ok(Some(plan)) => plans.push(plan),
                 other => {
                     self.forget_copies(&copies);
@@ -105,6 +122,7 @@ impl Inner {
         &self,
         extents: &[Extent],
         victim: ZoneId,
+        mode: GcMode,
         copies: &mut Vec<Extent>,
     ) -> Result<Option<Vec<Extent>>> {
         let mut out = Vec::with_capacity(extents.len());
@@ -122,6 +140,7 @@ impl Inner {
                 return Ok(None);
             }
             add(&self.counters.gc, data.len() as u64);
+            add(self.bytes_counter(mode), data.len() as u64);
             out.extend_from_slice(&copies[before..]);
         }
         Ok(Some(out))

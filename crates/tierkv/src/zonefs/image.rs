@@ -217,17 +217,31 @@ impl ZoneFs {
         let report = inner.dev.report();
         let g = geometry_of(inner.dev.geometry());
         let (live, mut owners) = owners(&g, &files);
+        // NB: a read-only file system neither resets nor finishes zones at open, so its zones
+        // are seen as on the device, like a directory opened on its own.
+        let read_only = inner.config.read_only;
         let zones = report
             .iter()
             .zip(&table.slots)
-            .map(|(info, slot)| ZoneView {
-                id: info.id,
-                condition: info.state.name(),
-                role: role_in_table(slot),
-                write_pointer: slot.wp,
-                live_bytes: live[info.id as usize],
-                counted_live_bytes: Some(slot.live),
-                files: std::mem::take(&mut owners[info.id as usize]),
+            .map(|(info, slot)| {
+                let live_bytes = live[info.id as usize];
+                ZoneView {
+                    id: info.id,
+                    condition: info.state.name(),
+                    role: if read_only {
+                        role_on_device(info, live_bytes, g.zone_capacity)
+                    } else {
+                        role_in_table(slot)
+                    },
+                    write_pointer: if read_only {
+                        info.write_pointer
+                    } else {
+                        slot.wp
+                    },
+                    live_bytes,
+                    counted_live_bytes: (!read_only).then_some(slot.live),
+                    files: std::mem::take(&mut owners[info.id as usize]),
+                }
             })
             .collect();
         ZonedTierImage {

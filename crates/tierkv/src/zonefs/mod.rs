@@ -16,6 +16,7 @@
 //! - A removed file's open readers fail: its zones may be reset at once.
 //! - A full device is an `Io` error of kind `StorageFull` and changes nothing.
 
+mod background;
 mod consistency;
 mod file;
 mod gc;
@@ -37,13 +38,14 @@ use crate::env::{FileLock, Fs, Lifetime, PositionalFile, RandomAccessFile, Writa
 use crate::error::{Error, Result};
 use crate::zoned::emulator::EmulatedZoned;
 use crate::zoned::{Geometry, ZoneId, ZonedDevice};
+use background::{BackgroundGc, GcSignal};
 use file::{FileNode, ZoneReader, ZoneWriter};
 use journal::{Extent, Record};
 use meta::Meta;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use zones::{NoZone, ZoneTable};
@@ -55,20 +57,58 @@ pub(crate) const META_ZONES: [ZoneId; 2] = [0, 1];
 /// Data zones a device needs beyond the metadata zones.
 pub(crate) const MIN_DATA_ZONES: u32 = 2;
 
+/// The background collector's copy budget: well below what the emulated device takes, so
+/// foreground writes keep most of its bandwidth while enough zones are free.
+pub(crate) const DEFAULT_GC_BYTES_PER_SEC: u64 = 256 << 20;
+
 /// Settings of a [`ZoneFs`] besides the device geometry.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ZoneFsConfig {
-    /// Garbage collection starts when fewer data zones than this are free.
-    pub gc_free_zones: u32,
+    /// The background collector runs while fewer data zones than this are free (0: no
+    /// background collector).
+    pub gc_high_free_zones: u32,
+    /// A writer taking a zone while fewer data zones than this are free empties one itself
+    /// first: the foreground path, a last resort when the background one falls behind.
+    pub gc_low_free_zones: u32,
+    /// Bytes per second the background collector copies while it is not urgent (0: unpaced).
+    pub gc_bytes_per_sec: u64,
+    /// Opened read-only: recovery writes nothing (no reset, no finish, no new journal
+    /// generation) and every change is refused.
+    pub read_only: bool,
 }
 
 impl ZoneFsConfig {
-    /// Collects when fewer than a tenth of the data zones (at least two) are free.
+    /// Background collection below an eighth of the zones free (at least the low watermark
+    /// plus two), foreground below a twentieth (at least two).
     pub fn for_geometry(g: &Geometry) -> ZoneFsConfig {
+        let low = (g.zones / 20).max(2);
         ZoneFsConfig {
-            gc_free_zones: (g.zones / 10).max(2),
+            gc_high_free_zones: (g.zones / 8).max(low + 2),
+            gc_low_free_zones: low,
+            gc_bytes_per_sec: DEFAULT_GC_BYTES_PER_SEC,
+            read_only: false,
         }
     }
+
+    /// No automatic collection: only a writer that finds the device full collects.
+    #[cfg(test)]
+    pub fn manual() -> ZoneFsConfig {
+        ZoneFsConfig {
+            gc_high_free_zones: 0,
+            gc_low_free_zones: 0,
+            gc_bytes_per_sec: 0,
+            read_only: false,
+        }
+    }
+}
+
+/// Who runs a garbage collection, for the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GcMode {
+    /// The background collector thread.
+    Background,
+    /// A writer that needed a zone (or a full device's last try).
+    Foreground,
 }
 
 /// What the zone file system of a tier with `tables = "zones"` has done, for
@@ -81,8 +121,12 @@ pub struct ZoneFsStats {
     pub data_bytes: u64,
     /// Of `data_bytes`, the zeros that padded a synced file's last LBA.
     pub padding_bytes: u64,
-    /// Bytes the garbage collector copied.
+    /// Bytes the garbage collector copied (background and foreground).
     pub gc_bytes: u64,
+    /// Of `gc_bytes`, copied by the background collector.
+    pub gc_background_bytes: u64,
+    /// Of `gc_bytes`, copied by writers collecting in the foreground.
+    pub gc_foreground_bytes: u64,
     /// Bytes of journal commits and snapshots.
     pub meta_bytes: u64,
     /// Data zones empty.
@@ -93,8 +137,12 @@ pub struct ZoneFsStats {
     pub zones_full: u64,
     /// Bytes of data zones held by files not removed (LBA-rounded extents).
     pub live_bytes: u64,
-    /// Zones the garbage collector emptied.
+    /// Zones the garbage collector emptied (background and foreground).
     pub gc_zones_reclaimed: u64,
+    /// Of `gc_zones_reclaimed`, emptied by the background collector.
+    pub gc_background_zones: u64,
+    /// Of `gc_zones_reclaimed`, emptied by writers in the foreground.
+    pub gc_foreground_zones: u64,
     /// Zone resets.
     pub resets: u64,
 }
@@ -116,8 +164,12 @@ struct Counters {
     data: AtomicU64,
     padding: AtomicU64,
     gc: AtomicU64,
+    gc_background: AtomicU64,
+    gc_foreground: AtomicU64,
     meta: AtomicU64,
     gc_zones: AtomicU64,
+    gc_background_zones: AtomicU64,
+    gc_foreground_zones: AtomicU64,
     resets: AtomicU64,
 }
 
@@ -125,13 +177,16 @@ fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-/// A file system in the zones of one emulated zoned device. Cheap to share: clones share it.
+/// A file system in the zones of one emulated zoned device, with its background garbage
+/// collector (stopped when the file system is dropped).
 pub struct ZoneFs {
     inner: Arc<Inner>,
+    /// The background collector (none when read-only or disabled), stopped and joined on drop.
+    _collector: Option<BackgroundGc>,
 }
 
-/// The shared state. Lock order: `meta`, then a file's state, then `zones`; none is taken the
-/// other way round. `zones` is held only for bookkeeping and resets.
+/// The shared state. Lock order: `gc_lock`, then `meta`, then a file's state, then `zones`;
+/// none is taken the other way round. `zones` is held only for bookkeeping and resets.
 pub(crate) struct Inner {
     dev: EmulatedZoned,
     base: Arc<dyn Fs>,
@@ -142,6 +197,12 @@ pub(crate) struct Inner {
     zones: Mutex<ZoneTable>,
     /// Signalled when a writer releases a zone or a zone is reset.
     zone_released: Condvar,
+    /// Writers waiting for a zone now: the background collector steps aside for them.
+    writers_waiting: AtomicUsize,
+    /// Held across a collection pass: one collector at a time.
+    gc_lock: Mutex<()>,
+    /// Wakes and stops the background collector.
+    gc_signal: Arc<GcSignal>,
     counters: Counters,
     /// Set when a journal write failed: the in-memory namespace may be ahead of the durable
     /// one, so nothing more is changed until a reopen.
@@ -157,12 +218,30 @@ impl ZoneFs {
         geometry: Geometry,
         config: ZoneFsConfig,
     ) -> Result<ZoneFs> {
-        validate_geometry(&geometry, &dir.join(DEVICE_FILE))?;
-        crate::env::create_dir_all_durable(base.as_ref(), dir)?;
-        let dev = EmulatedZoned::open(base.as_ref(), &dir.join(DEVICE_FILE), geometry, false)?;
-        let inner = recover::recover(dev, base, dir, config)?;
+        let device = dir.join(DEVICE_FILE);
+        validate_geometry(&geometry, &device)?;
+        if config.read_only {
+            if !base.exists(&device) {
+                return Err(Error::io(
+                    "open zoned device (read-only)",
+                    device,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+        } else {
+            crate::env::create_dir_all_durable(base.as_ref(), dir)?;
+        }
+        let dev = EmulatedZoned::open(base.as_ref(), &device, geometry, false)?;
+        let inner = Arc::new(recover::recover(dev, base, dir, config)?);
+        let collector = if config.gc_high_free_zones > 0 && !config.read_only {
+            let started = BackgroundGc::start(Arc::clone(&inner));
+            Some(started.map_err(|e| Error::io("start zone garbage collector", &device, e))?)
+        } else {
+            None
+        };
         Ok(ZoneFs {
-            inner: Arc::new(inner),
+            inner,
+            _collector: collector,
         })
     }
 
@@ -181,12 +260,16 @@ impl ZoneFs {
             data_bytes: get(&c.data),
             padding_bytes: get(&c.padding),
             gc_bytes: get(&c.gc),
+            gc_background_bytes: get(&c.gc_background),
+            gc_foreground_bytes: get(&c.gc_foreground),
             meta_bytes: get(&c.meta),
             zones_free: z.free() as u64,
             zones_active: z.active() as u64,
             zones_full: z.full() as u64,
             live_bytes: z.slots.iter().map(|s| s.live).sum(),
             gc_zones_reclaimed: get(&c.gc_zones),
+            gc_background_zones: get(&c.gc_background_zones),
+            gc_foreground_zones: get(&c.gc_foreground_zones),
             resets: get(&c.resets),
         }
     }
@@ -199,6 +282,8 @@ impl ZoneFs {
     /// Each zone's use and live bytes, and the zones each live file's extents are in.
     #[cfg(test)]
     pub(crate) fn zone_map(&self) -> (Vec<zones::ZoneSlot>, HashMap<String, Vec<Extent>>) {
+        // NB: between a collection's commit and its reset the counts are mid-change.
+        let _no_collection = self.inner.gc_lock.lock();
         let meta = self.inner.meta.lock();
         let files = meta
             .files
@@ -211,7 +296,19 @@ impl ZoneFs {
     /// Runs one garbage collection pass now, whatever the free zones.
     #[cfg(test)]
     pub(crate) fn collect_garbage(&self) -> Result<usize> {
-        self.inner.collect(usize::MAX)
+        self.inner.collect(usize::MAX, GcMode::Foreground)
+    }
+
+    /// Wakes the background collector and waits (at most `timeout`) for a pass of it.
+    #[cfg(test)]
+    pub(crate) fn run_background_pass(&self, timeout: Duration) {
+        self.inner.gc_signal.run_pass(timeout);
+    }
+
+    /// Data zones free now.
+    #[cfg(test)]
+    pub(crate) fn free_zones(&self) -> usize {
+        self.inner.free_zones()
     }
 
     /// The name of `path` in this directory, or an error naming the path.
@@ -271,6 +368,16 @@ impl Inner {
     }
 
     fn check_usable(&self) -> Result<()> {
+        if self.config.read_only {
+            return Err(Error::io(
+                "zonefs",
+                self.device_path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the zoned device is opened read-only",
+                ),
+            ));
+        }
         if self.poisoned.load(Ordering::Acquire) {
             return Err(Error::io(
                 "zonefs",
@@ -298,26 +405,33 @@ impl Inner {
         }
     }
 
-    /// Hands a writer a zone for a file with `hint`: waits while other writers hold every
-    /// zone it could take, collects garbage when free zones run low, and fails with
-    /// `StorageFull` when the device is full.
+    /// Hands a writer a zone for a file with `hint`: wakes the background collector below
+    /// the high watermark of free zones, collects itself below the low one, waits while
+    /// other writers hold every zone it could take, and fails with `StorageFull` when the
+    /// device is full.
     fn take_zone(&self, hint: Lifetime) -> Result<(ZoneId, u64)> {
         loop {
             self.check_usable()?;
-            if self.free_zones() < self.config.gc_free_zones as usize {
-                self.collect(1)?;
+            let free = self.free_zones();
+            if free < self.config.gc_high_free_zones as usize {
+                self.gc_signal.wake();
+            }
+            if free < self.config.gc_low_free_zones as usize {
+                self.collect(1, GcMode::Foreground)?;
             }
             let mut z = self.zones.lock();
             match z.take(hint) {
                 Ok(id) => return Ok((id, z.slots[id as usize].wp)),
                 Err(NoZone::Wait) => {
+                    self.writers_waiting.fetch_add(1, Ordering::AcqRel);
                     // NB: a timeout only re-checks; a release always signals.
                     self.zone_released
                         .wait_for(&mut z, Duration::from_millis(100));
+                    self.writers_waiting.fetch_sub(1, Ordering::AcqRel);
                 }
                 Err(NoZone::Full) => {
                     drop(z);
-                    if self.collect(1)? == 0 {
+                    if self.collect(1, GcMode::Foreground)? == 0 {
                         return Err(self.full_error());
                     }
                 }

@@ -12,7 +12,7 @@ use crate::zoned::emulator::EmulatedZoned;
 use crate::zoned::{Geometry, ZoneId, ZoneInfo, ZoneState, ZonedDevice};
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
 /// Rebuilds the file system's state from the device and makes it ready to write.
@@ -48,7 +48,7 @@ pub(super) fn recover(
     for f in replayed.files.values() {
         check_extents(f, &g, &device)?;
     }
-    let slots = zone_slots(&dev, &g, &report, &replayed, &device)?;
+    let slots = zone_slots(&dev, &g, &report, &replayed, &device, !config.read_only)?;
     let files = replayed
         .files
         .into_values()
@@ -74,9 +74,17 @@ pub(super) fn recover(
         dir: dir.to_path_buf(),
         config,
         zone_released: Condvar::new(),
+        writers_waiting: AtomicUsize::new(0),
+        gc_lock: Mutex::new(()),
+        gc_signal: Arc::default(),
         counters: Counters::default(),
         poisoned: AtomicBool::new(false),
     };
+    if config.read_only {
+        // Read-only: the zones a crash left unowned stay as they are (reset by the next
+        // writable open), and the journal keeps its generation.
+        return Ok(inner);
+    }
     // Zones no synced file owns are reset first, so their active resources are free for the
     // journal's new zone.
     inner.reset_dead_zones()?;
@@ -144,13 +152,15 @@ fn check_extents(f: &FileRecord, g: &Geometry, device: &Path) -> Result<()> {
 
 /// Every zone's use, write pointer and live bytes. A partly written zone whose write pointer
 /// (found by the device from its data) is below the end of a live extent (one ending in
-/// zeros) is finished, so no later write lands on that extent.
+/// zeros) is finished (on the device only when `writable`), so no later write lands on that
+/// extent.
 fn zone_slots(
     dev: &EmulatedZoned,
     g: &Geometry,
     report: &[ZoneInfo],
     replayed: &Replayed,
     device: &Path,
+    writable: bool,
 ) -> Result<Vec<ZoneSlot>> {
     let mut live = vec![0u64; g.zones as usize];
     let mut end = vec![0u64; g.zones as usize];
@@ -175,7 +185,9 @@ fn zone_slots(
             active += 1;
             ZoneUse::Partial(Lifetime::NotSet)
         } else {
-            dev.finish(z.id).map_err(|e| e.into_error(device))?;
+            if writable {
+                dev.finish(z.id).map_err(|e| e.into_error(device))?;
+            }
             ZoneUse::Full
         };
         slots.push(ZoneSlot {

@@ -140,7 +140,10 @@ pub(crate) fn route_zoned_tiers(opts: &mut Options) -> Result<Vec<(String, Arc<Z
         let Some(geometry) = tier.zone_geometry() else {
             continue;
         };
-        let config = ZoneFsConfig::for_geometry(&geometry);
+        let config = ZoneFsConfig {
+            read_only: opts.read_only,
+            ..ZoneFsConfig::for_geometry(&geometry)
+        };
         let zfs = Arc::new(ZoneFs::open(
             Arc::clone(&base),
             &tier.path,

@@ -3,6 +3,7 @@ use super::*;
 use crate::env::{read_file, FaultFs};
 use std::collections::BTreeMap;
 
+mod background;
 mod crash;
 mod image;
 
@@ -20,7 +21,7 @@ pub(super) fn dir() -> PathBuf {
 }
 
 pub(super) fn open(fs: &Arc<FaultFs>, g: Geometry) -> ZoneFs {
-    let config = ZoneFsConfig { gc_free_zones: 0 };
+    let config = ZoneFsConfig::manual();
     ZoneFs::open(fs.clone(), &dir(), g, config).unwrap()
 }
 
@@ -302,7 +303,7 @@ fn a_full_device_says_storage_full_and_loses_nothing() {
 #[test]
 fn geometry_too_small_for_the_journal_is_refused() {
     let fs = FaultFs::new(8);
-    let config = ZoneFsConfig { gc_free_zones: 0 };
+    let config = ZoneFsConfig::manual();
     let err = ZoneFs::open(fs.clone(), &dir(), geometry(4, 3), config)
         .err()
         .unwrap();
