@@ -217,6 +217,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
         db.set_bg_error(&e);
     }
     db.delete_obsolete_files();
+    db.open_capacity_tables();
     release_free_heap();
     db.bg_cv.notify_all();
     db.progress_cv.notify_all();
