@@ -290,6 +290,9 @@ pub struct Profile {
     pub bytes_per_sync: Option<u64>,
     /// PrismDB's hot store on tier 0 (`hot`; tierkv only).
     pub hot: bool,
+    /// tierkv's `prismdb` preset (`prismdb`): the hot store on tier 0 with the fast tier's
+    /// `--tier-capacity` as its budget, the LSM as large sorted runs on the capacity tier.
+    pub prismdb: bool,
     /// SplitKV's value log for large values (`split`; tierkv only).
     pub split: bool,
     /// RocksDB's integrated BlobDB, its baseline for split values (`blob`; rocksdb only).
@@ -354,10 +357,11 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut auto = false;
     let mut tuning = AutoTuning::default();
     let mut bytes_per_sync = None;
-    let (mut hot, mut split, mut blob) = (false, false, false);
+    let (mut hot, mut split, mut blob, mut prismdb) = (false, false, false, false);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
+            "prismdb" => Some(&mut prismdb),
             "split" => Some(&mut split),
             "blob" => Some(&mut blob),
             _ => None,
@@ -416,7 +420,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 _ => bail!(
                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
                      parallel, append, zoned; the ablation zenfs-like, reserved-zones, \
-                     leader-append), hot, split or blob (joined with +, e.g. pl+parallel)"
+                     leader-append), hot, prismdb, split or blob (joined with +, e.g. \
+                     pl+parallel)"
                 ),
             },
         };
@@ -435,6 +440,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         tuning,
         bytes_per_sync,
         hot,
+        prismdb,
         split,
         blob,
     })
@@ -472,8 +478,10 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
             }
-            if profile.hot || profile.split {
-                bail!("engine {spec:?}: the hot store and split values are tierkv profiles");
+            if profile.hot || profile.prismdb || profile.split {
+                bail!(
+                    "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
+                );
             }
             if profile.wal.is_some() {
                 bail!(
@@ -529,7 +537,21 @@ mod tierkv_engine {
                 if let (Some(z), true) = (cfg.tierkv.table_zones, zoned_tier == Some(i)) {
                     tier = tier.with_zoned_tables(z.zone_size, z.zones);
                 }
-                b = b.tier(tier.with_capacity(t.capacity.unwrap_or(u64::MAX)));
+                // NB: with `prismdb` the fast tier's budget is the hot store's (below); the
+                // WAL and MANIFEST beside it are outside the budget, as RocksDB's WAL is
+                // outside its fast db_path's target.
+                let capacity = match t.capacity {
+                    Some(_) if i == 0 && profile.prismdb => u64::MAX,
+                    Some(bytes) => bytes,
+                    None => u64::MAX,
+                };
+                b = b.tier(tier.with_capacity(capacity));
+            }
+            if profile.prismdb {
+                b = b.preset(tierkv::Preset::PrismDb);
+                if let Some(budget) = cfg.tiers.first().and_then(|t| t.capacity) {
+                    b = b.hot_budget(budget);
+                }
             }
             if profile.hot {
                 b = b.hot_tier(tierkv::HotTier::Slab);
@@ -1077,6 +1099,7 @@ mod tests {
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
                 hot: false,
+                prismdb: false,
                 split: false,
                 blob: false,
             }
@@ -1098,6 +1121,8 @@ mod tests {
         assert!(p("pl+split").split && p("pl+split").levels_on_fast == 0);
         assert!(p("zoned+hot+split").hot);
         assert!(parse_profile("hot+hot").is_err());
+        assert!(p("prismdb").prismdb && !p("prismdb").hot);
+        assert!(parse_profile("prismdb+prismdb").is_err());
         // RocksDB's BlobDB baseline, placed by the fixed placement.
         assert!(p("pl+blob").blob && p("pl+blob").levels_on_fast == 0);
         assert!(!p("lad2").blob);
@@ -1112,6 +1137,7 @@ mod tests {
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
                 hot: false,
+                prismdb: false,
                 split: false,
                 blob: false,
             }
@@ -1125,6 +1151,7 @@ mod tests {
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
                 hot: false,
+                prismdb: false,
                 split: false,
                 blob: false,
             }

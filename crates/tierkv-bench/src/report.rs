@@ -168,6 +168,18 @@ impl RunRecord<'_> {
         }
     }
 
+    /// Bytes the engine wrote to each tier (WAL, flushes, compactions, hot-store slabs) over
+    /// the user bytes written (load + run), fastest tier first: what each device's wear and
+    /// write bandwidth pay per byte the application wrote.
+    pub fn written_per_user_byte(&self) -> Vec<f64> {
+        let user = self.run.user_bytes_written + self.load.map_or(0, |l| l.user_bytes_written);
+        self.counters
+            .tiers
+            .iter()
+            .map(|c| c.bytes_written as f64 / user.max(1) as f64)
+            .collect()
+    }
+
     /// The JSON record (`--json`).
     pub fn to_json(&self) -> Value {
         let mut latency = Map::new();
@@ -178,9 +190,16 @@ impl RunRecord<'_> {
             }
         }
         let mut tiers = Map::new();
-        for (m, c) in self.tiers.iter().zip(&self.counters.tiers) {
+        let per_user_byte = self.written_per_user_byte();
+        for ((m, c), per_user) in self
+            .tiers
+            .iter()
+            .zip(&self.counters.tiers)
+            .zip(per_user_byte)
+        {
             let mut t = json!({
                 "bytes_written": c.bytes_written,
+                "written_per_user_byte": per_user,
                 "bytes_read": c.bytes_read,
                 "bytes_used": m.bytes_used,
                 "table_bytes": m.table_bytes,
@@ -322,6 +341,13 @@ impl RunRecord<'_> {
                 dev
             );
         }
+        let per_user: Vec<String> = self
+            .tiers
+            .iter()
+            .zip(self.written_per_user_byte())
+            .map(|(m, w)| format!("{} {w:.2}", m.name))
+            .collect();
+        println!("  written per user byte: {}", per_user.join(", "));
         let served: Vec<String> = self
             .counters
             .reads_served
