@@ -12,7 +12,10 @@
 # Environment: BIN (the tierkv-bench binary, built with --features rocksdb), RECORDS (default
 # 200000), DURATION (run seconds, default 8), WORKLOADS (default "ycsb-a ycsb-b ycsb-c ycsb-d
 # ycsb-f"), SHARES (fast-tier budget in percent of the data, default "20 10"), SYNC=1 (sync
-# every write). Each run's report goes to OUT_DIR/<share>-<workload>[-<engine>].txt and .json.
+# every write), COMPARE (the two-tier engines, default "tierkv:prismdb,rocksdb"; e.g.
+# "tierkv:prismdb+msc=approximate,tierkv:prismdb+msc=random" for MSC's policies), BASELINES=0
+# (skip the one-tier RocksDB runs), PREFIX (of the report names). Each run's report goes to
+# OUT_DIR/PREFIX<share>-<workload>[-<engine>].txt and .json.
 set -euo pipefail
 
 out=${1:?usage: bench-prismdb.sh OUT_DIR}
@@ -22,6 +25,9 @@ RECORDS=${RECORDS:-200000}
 DURATION=${DURATION:-8}
 WORKLOADS=${WORKLOADS:-"ycsb-a ycsb-b ycsb-c ycsb-d ycsb-f"}
 SHARES=${SHARES:-"20 10"}
+COMPARE=${COMPARE:-tierkv:prismdb,rocksdb}
+BASELINES=${BASELINES:-1}
+PREFIX=${PREFIX:-}
 mkdir -p "$out"
 
 # The data: RECORDS keys of 16 bytes with values of 1024.
@@ -34,7 +40,7 @@ common=(--records "$RECORDS" --duration "$DURATION" --threads 8 --distribution z
 
 # run NAME ARGS...: one tierkv-bench invocation, its report kept under NAME.
 run() {
-    local name=$1
+    local name=$PREFIX$1
     shift
     rm -rf "$LAB_FAST/prismdb" "$LAB_CAPACITY/prismdb"
     echo "== $name" >&2
@@ -44,10 +50,10 @@ run() {
 for share in $SHARES; do
     budget=$((data_bytes * share / 100))
     for w in $WORKLOADS; do
-        run "$share-$w" --workload "$w" --compare tierkv:prismdb,rocksdb \
+        run "$share-$w" --workload "$w" --compare "$COMPARE" \
             --tier "fast=$LAB_FAST/prismdb" --tier "capacity=$LAB_CAPACITY/prismdb" \
             --tier-capacity "fast=$budget" --device "capacity=$LAB_CAPACITY_DEV"
-        if [ "$share" = 10 ]; then
+        if [ "$share" = 10 ] && [ "$BASELINES" = 1 ]; then
             run "$share-$w-rocksdb-fast" --workload "$w" --engine rocksdb \
                 --tier "fast=$LAB_FAST/prismdb" --device "fast=$LAB_FAST_DEV"
             run "$share-$w-rocksdb-capacity" --workload "$w" --engine rocksdb \

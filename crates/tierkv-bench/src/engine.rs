@@ -297,6 +297,11 @@ pub struct Profile {
     pub split: bool,
     /// RocksDB's integrated BlobDB, its baseline for split values (`blob`; rocksdb only).
     pub blob: bool,
+    /// The hot store's demotion policy (`msc=random`, `msc=approximate`, ...; tierkv only).
+    pub msc_policy: Option<tierkv::MscPolicy>,
+    /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
+    /// `capacity_levels`).
+    pub capacity_levels: Option<tierkv::CapacityLevels>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -358,6 +363,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut tuning = AutoTuning::default();
     let mut bytes_per_sync = None;
     let (mut hot, mut split, mut blob, mut prismdb) = (false, false, false, false);
+    let (mut msc_policy, mut capacity_levels) = (None, None);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -381,6 +387,23 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     .parse()
                     .with_context(|| format!("bps={value}: expected a byte count like 0"))?;
                 bytes_per_sync = Some(bytes);
+                continue;
+            }
+            Some(("msc", value)) => {
+                if msc_policy.is_some() {
+                    bail!("msc given twice in profile {profile:?}");
+                }
+                msc_policy = Some(parse_msc_policy(value)?);
+                continue;
+            }
+            Some(("runs", value)) => {
+                if capacity_levels.is_some() {
+                    bail!("runs given twice in profile {profile:?}");
+                }
+                let runs = value
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("runs={value}: {e}"))?;
+                capacity_levels = Some(runs);
                 continue;
             }
             Some((name, value)) => {
@@ -443,6 +466,22 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         prismdb,
         split,
         blob,
+        msc_policy,
+        capacity_levels,
+    })
+}
+
+/// The hot store's demotion policy named by a profile's `msc=` part.
+fn parse_msc_policy(name: &str) -> Result<tierkv::MscPolicy> {
+    Ok(match name {
+        "random" => tierkv::MscPolicy::Random,
+        "round-robin" => tierkv::MscPolicy::RoundRobin,
+        "precise" => tierkv::MscPolicy::Precise,
+        "approximate" => tierkv::MscPolicy::Approximate,
+        _ => bail!(
+            "msc={name}: expected random, round-robin, precise or approximate \
+             (e.g. prismdb+msc=random)"
+        ),
     })
 }
 
@@ -478,7 +517,8 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
             }
-            if profile.hot || profile.prismdb || profile.split {
+            let tierkv_only = profile.msc_policy.is_some() || profile.capacity_levels.is_some();
+            if profile.hot || profile.prismdb || profile.split || tierkv_only {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
                 );
@@ -552,6 +592,12 @@ mod tierkv_engine {
                 if let Some(budget) = cfg.tiers.first().and_then(|t| t.capacity) {
                     b = b.hot_budget(budget);
                 }
+            }
+            if let Some(policy) = profile.msc_policy {
+                b = b.msc_policy(policy);
+            }
+            if let Some(runs) = profile.capacity_levels {
+                b = b.capacity_levels(runs);
             }
             if profile.hot {
                 b = b.hot_tier(tierkv::HotTier::Slab);
@@ -1100,6 +1146,8 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 prismdb: false,
+                msc_policy: None,
+                capacity_levels: None,
                 split: false,
                 blob: false,
             }
@@ -1123,6 +1171,15 @@ mod tests {
         assert!(parse_profile("hot+hot").is_err());
         assert!(p("prismdb").prismdb && !p("prismdb").hot);
         assert!(parse_profile("prismdb+prismdb").is_err());
+        let random = p("prismdb+msc=random");
+        assert_eq!(random.msc_policy, Some(tierkv::MscPolicy::Random));
+        assert!(parse_profile("prismdb+msc=best").is_err());
+        let all = p("prismdb+runs=all").capacity_levels;
+        assert_eq!(all, Some(tierkv::CapacityLevels::All));
+        assert_eq!(
+            p("prismdb+runs=2").capacity_levels,
+            Some(tierkv::CapacityLevels::Fixed(2))
+        );
         // RocksDB's BlobDB baseline, placed by the fixed placement.
         assert!(p("pl+blob").blob && p("pl+blob").levels_on_fast == 0);
         assert!(!p("lad2").blob);
@@ -1138,6 +1195,8 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 prismdb: false,
+                msc_policy: None,
+                capacity_levels: None,
                 split: false,
                 blob: false,
             }
@@ -1152,6 +1211,8 @@ mod tests {
                 bytes_per_sync: None,
                 hot: false,
                 prismdb: false,
+                msc_policy: None,
+                capacity_levels: None,
                 split: false,
                 blob: false,
             }

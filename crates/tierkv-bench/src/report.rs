@@ -92,6 +92,9 @@ pub struct RunRecord<'a> {
     pub tiers: &'a [TierMeasure],
     /// CPU seconds (user, sys) of the run phase.
     pub cpu: (f64, f64),
+    /// Bytes the engine wrote to each tier during the run phase alone (its counters before the
+    /// run subtracted), fastest first.
+    pub run_tier_written: Vec<u64>,
 }
 
 /// What an `mget` latency sample stands for, when reads were batched.
@@ -177,6 +180,16 @@ impl RunRecord<'_> {
             .tiers
             .iter()
             .map(|c| c.bytes_written as f64 / user.max(1) as f64)
+            .collect()
+    }
+
+    /// Bytes written to each tier during the run phase over the run phase's user bytes: the
+    /// steady state, without the load's compactions.
+    pub fn run_written_per_user_byte(&self) -> Vec<f64> {
+        let user = self.run.user_bytes_written.max(1) as f64;
+        self.run_tier_written
+            .iter()
+            .map(|&w| w as f64 / user)
             .collect()
     }
 
@@ -347,7 +360,17 @@ impl RunRecord<'_> {
             .zip(self.written_per_user_byte())
             .map(|(m, w)| format!("{} {w:.2}", m.name))
             .collect();
-        println!("  written per user byte: {}", per_user.join(", "));
+        let run_per_user: Vec<String> = self
+            .tiers
+            .iter()
+            .zip(self.run_written_per_user_byte())
+            .map(|(m, w)| format!("{} {w:.2}", m.name))
+            .collect();
+        println!(
+            "  written per user byte: {} (run phase alone: {})",
+            per_user.join(", "),
+            run_per_user.join(", ")
+        );
         let served: Vec<String> = self
             .counters
             .reads_served
