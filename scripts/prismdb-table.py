@@ -6,6 +6,7 @@ byte, write stalls, and the ratios the PrismDB targets name.
     scripts/prismdb-table.py OUT_DIR
 """
 import json
+import re
 import os
 import sys
 
@@ -13,7 +14,15 @@ import sys
 def records(path):
     with open(path) as f:
         data = json.load(f)
-    return data if isinstance(data, list) else [data]
+    data = data if isinstance(data, list) else [data]
+    # Reports written before the JSON carried the run phase's figure: read it from the text.
+    text = path[: -len(".json")] + ".txt"
+    if os.path.exists(text):
+        alone = re.findall(r"run phase alone: ([^)]*)\)", open(text).read())
+        for r, line in zip(data, alone):
+            for name, value in re.findall(r"(\w+) ([0-9.]+)", line):
+                r["tiers"][name].setdefault("run_written_per_user_byte", float(value))
+    return data
 
 
 def capacity_per_user_byte(r, key="written_per_user_byte"):
@@ -30,29 +39,33 @@ def label(r, suffix):
     return {"rocksdb": "rocksdb spread (LAD-2)"}.get(r["engine"], r["engine"])
 
 
+def share_workload_names(out):
+    """(share, workload, suffix, report path) of every report present, in table order."""
+    for share in ("20", "10"):
+        for w in ("ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-f"):
+            for suffix in ("", "fast", "capacity"):
+                name = f"{share}-{w}" + (f"-rocksdb-{suffix}" if suffix else "")
+                path = os.path.join(out, os.environ.get("PREFIX", "") + name + ".json")
+                if os.path.exists(path):
+                    yield share, w, suffix, path
+
+
 def main(out):
     print(
         "| budget | workload | engine | ops/s | p99 us | capacity B/user B, load+run "
         "| capacity B/user B, run | stalls s |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for share in ("20", "10"):
-        for w in ("ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-f"):
-            for suffix in ("", "fast", "capacity"):
-                name = f"{share}-{w}" + (f"-rocksdb-{suffix}" if suffix else "")
-                name = os.environ.get("PREFIX", "") + name
-                path = os.path.join(out, name + ".json")
-                if not os.path.exists(path):
-                    continue
-                for r in records(path):
-                    print(
-                        f"| {share}% | {w} | {label(r, suffix)} "
-                        f"| {r['throughput_ops_per_sec']:.0f} "
-                        f"| {r['latency_us']['all']['p99']:.0f} "
-                        f"| {capacity_per_user_byte(r)} "
-                        f"| {capacity_per_user_byte(r, 'run_written_per_user_byte')} "
-                        f"| {r.get('stall_seconds') or 0:.1f} |"
-                    )
+    for share, w, suffix, path in share_workload_names(out):
+        for r in records(path):
+            print(
+                f"| {share}% | {w} | {label(r, suffix)} "
+                f"| {r['throughput_ops_per_sec']:.0f} "
+                f"| {r['latency_us']['all']['p99']:.0f} "
+                f"| {capacity_per_user_byte(r)} "
+                f"| {capacity_per_user_byte(r, 'run_written_per_user_byte')} "
+                f"| {r.get('stall_seconds') or 0:.1f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ pub struct TierCounters {
 pub struct EngineCounters {
     /// Per tier, fastest first.
     pub tiers: Vec<TierCounters>,
-    /// Point reads answered by: "memtable", "cache", or a tier name.
+    /// Point reads answered by: "memtable", "cache", "hot store" (tierkv's), or a tier name.
     pub reads_served: BTreeMap<String, u64>,
     /// Writes per WAL group (group commit efficiency), if the engine reports it.
     pub avg_group_size: Option<f64>,
@@ -844,6 +844,9 @@ mod tierkv_engine {
             reads_served.insert("cache".to_string(), s.reads_block_cache);
             for t in &s.tiers {
                 reads_served.insert(t.name.clone(), t.reads_served);
+            }
+            if let Some(hot) = &s.hot_tier {
+                reads_served.insert("hot store".to_string(), hot.reads_hot);
             }
             EngineCounters {
                 tiers: s

@@ -204,15 +204,18 @@ impl RunRecord<'_> {
         }
         let mut tiers = Map::new();
         let per_user_byte = self.written_per_user_byte();
-        for ((m, c), per_user) in self
+        let run_per_user_byte = self.run_written_per_user_byte();
+        for (((m, c), per_user), run_per_user) in self
             .tiers
             .iter()
             .zip(&self.counters.tiers)
             .zip(per_user_byte)
+            .zip(run_per_user_byte)
         {
             let mut t = json!({
                 "bytes_written": c.bytes_written,
                 "written_per_user_byte": per_user,
+                "run_written_per_user_byte": run_per_user,
                 "bytes_read": c.bytes_read,
                 "bytes_used": m.bytes_used,
                 "table_bytes": m.table_bytes,
