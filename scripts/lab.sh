@@ -22,6 +22,7 @@
 #   LAB_CAP_SIZE   capacity file system size (default 32G, sparse)
 #   LAB_PM_SIZE    tmpfs size for --pm (default 2G)
 #   LAB_DIR        where the lab lives (default /var/tmp/tierkv-lab)
+#   LAB_MEMCG      name of the memory cgroup (default tierkv-lab): give each concurrent lab its own
 set -euo pipefail
 
 READ_IOPS=${LAB_READ_IOPS:-8000}
@@ -36,7 +37,7 @@ FAST_WRITE_BPS=${LAB_FAST_WRITE_BPS:-}
 FAST_READ_BPS=${LAB_FAST_READ_BPS:-}
 FAST_SIZE=${LAB_FAST_SIZE:-8G}
 BLKIO=/sys/fs/cgroup/blkio
-MEMCG=/sys/fs/cgroup/memory/tierkv-lab
+MEMCG=/sys/fs/cgroup/memory/${LAB_MEMCG:-tierkv-lab}
 
 die() { echo "lab.sh: $*" >&2; exit 2; }
 

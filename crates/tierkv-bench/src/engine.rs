@@ -32,7 +32,7 @@ pub struct TierCounters {
 pub struct EngineCounters {
     /// Per tier, fastest first.
     pub tiers: Vec<TierCounters>,
-    /// Point reads answered by: "memtable", "cache", or a tier name.
+    /// Point reads answered by: "memtable", "cache", "hot store" (tierkv's), or a tier name.
     pub reads_served: BTreeMap<String, u64>,
     /// Writes per WAL group (group commit efficiency), if the engine reports it.
     pub avg_group_size: Option<f64>,
@@ -292,6 +292,9 @@ pub struct Profile {
     pub bytes_per_sync: Option<u64>,
     /// PrismDB's hot store on tier 0 (`hot`; tierkv only).
     pub hot: bool,
+    /// tierkv's `prismdb` preset (`prismdb`): the hot store on tier 0 with the fast tier's
+    /// `--tier-capacity` as its budget, the LSM as large sorted runs on the capacity tier.
+    pub prismdb: bool,
     /// SplitKV's value log for large values (`split`; tierkv only).
     pub split: bool,
     /// SplitKV whole, as the `splitkv` preset (`splitkv`; tierkv only): the value log for
@@ -300,6 +303,11 @@ pub struct Profile {
     pub splitkv: bool,
     /// RocksDB's integrated BlobDB, its baseline for split values (`blob`; rocksdb only).
     pub blob: bool,
+    /// The hot store's demotion policy (`msc=random`, `msc=approximate`, ...; tierkv only).
+    pub msc_policy: Option<tierkv::MscPolicy>,
+    /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
+    /// `capacity_levels`).
+    pub capacity_levels: Option<tierkv::CapacityLevels>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -360,10 +368,13 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut auto = false;
     let mut tuning = AutoTuning::default();
     let mut bytes_per_sync = None;
-    let (mut hot, mut split, mut splitkv, mut blob) = (false, false, false, false);
+    let (mut hot, mut split, mut splitkv, mut blob, mut prismdb) =
+        (false, false, false, false, false);
+    let (mut msc_policy, mut capacity_levels) = (None, None);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
+            "prismdb" => Some(&mut prismdb),
             "split" => Some(&mut split),
             "splitkv" => Some(&mut splitkv),
             "blob" => Some(&mut blob),
@@ -384,6 +395,23 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     .parse()
                     .with_context(|| format!("bps={value}: expected a byte count like 0"))?;
                 bytes_per_sync = Some(bytes);
+                continue;
+            }
+            Some(("msc", value)) => {
+                if msc_policy.is_some() {
+                    bail!("msc given twice in profile {profile:?}");
+                }
+                msc_policy = Some(parse_msc_policy(value)?);
+                continue;
+            }
+            Some(("runs", value)) => {
+                if capacity_levels.is_some() {
+                    bail!("runs given twice in profile {profile:?}");
+                }
+                let runs = value
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("runs={value}: {e}"))?;
+                capacity_levels = Some(runs);
                 continue;
             }
             Some((name, value)) => {
@@ -423,7 +451,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 _ => bail!(
                     "unknown profile {part:?}: expected pl, lad0..lad7, auto, a WAL mode (group, \
                      parallel, append, zoned; the ablation zenfs-like, reserved-zones, \
-                     leader-append), hot, split, splitkv or blob (joined with +, e.g. pl+parallel)"
+                     leader-append), hot, prismdb, split, splitkv or blob (joined with +, e.g. \
+                     pl+parallel)"
                 ),
             },
         };
@@ -442,9 +471,26 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         tuning,
         bytes_per_sync,
         hot,
+        prismdb,
         split,
         splitkv,
         blob,
+        msc_policy,
+        capacity_levels,
+    })
+}
+
+/// The hot store's demotion policy named by a profile's `msc=` part.
+fn parse_msc_policy(name: &str) -> Result<tierkv::MscPolicy> {
+    Ok(match name {
+        "random" => tierkv::MscPolicy::Random,
+        "round-robin" => tierkv::MscPolicy::RoundRobin,
+        "precise" => tierkv::MscPolicy::Precise,
+        "approximate" => tierkv::MscPolicy::Approximate,
+        _ => bail!(
+            "msc={name}: expected random, round-robin, precise or approximate \
+             (e.g. prismdb+msc=random)"
+        ),
     })
 }
 
@@ -480,8 +526,11 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
             }
-            if profile.hot || profile.split || profile.splitkv {
-                bail!("engine {spec:?}: the hot store and split values are tierkv profiles");
+            let tierkv_only = profile.msc_policy.is_some() || profile.capacity_levels.is_some();
+            if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
+                bail!(
+                    "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
+                );
             }
             if profile.wal.is_some() {
                 bail!(
@@ -537,7 +586,27 @@ mod tierkv_engine {
                 if let (Some(z), true) = (cfg.tierkv.table_zones, zoned_tier == Some(i)) {
                     tier = tier.with_zoned_tables(z.zone_size, z.zones);
                 }
-                b = b.tier(tier.with_capacity(t.capacity.unwrap_or(u64::MAX)));
+                // NB: with `prismdb` the fast tier's budget is the hot store's (below); the
+                // WAL and MANIFEST beside it are outside the budget, as RocksDB's WAL is
+                // outside its fast db_path's target.
+                let capacity = match t.capacity {
+                    Some(_) if i == 0 && profile.prismdb => u64::MAX,
+                    Some(bytes) => bytes,
+                    None => u64::MAX,
+                };
+                b = b.tier(tier.with_capacity(capacity));
+            }
+            if profile.prismdb {
+                b = b.preset(tierkv::Preset::PrismDb);
+                if let Some(budget) = cfg.tiers.first().and_then(|t| t.capacity) {
+                    b = b.hot_budget(budget);
+                }
+            }
+            if let Some(policy) = profile.msc_policy {
+                b = b.msc_policy(policy);
+            }
+            if let Some(runs) = profile.capacity_levels {
+                b = b.capacity_levels(runs);
             }
             if profile.hot {
                 b = b.hot_tier(tierkv::HotTier::Slab);
@@ -800,6 +869,9 @@ mod tierkv_engine {
             reads_served.insert("cache".to_string(), s.reads_block_cache);
             for t in &s.tiers {
                 reads_served.insert(t.name.clone(), t.reads_served);
+            }
+            if let Some(hot) = &s.hot_tier {
+                reads_served.insert("hot store".to_string(), hot.reads_hot);
             }
             EngineCounters {
                 tiers: s
@@ -1101,6 +1173,9 @@ mod tests {
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
                 hot: false,
+                prismdb: false,
+                msc_policy: None,
+                capacity_levels: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1125,6 +1200,17 @@ mod tests {
         assert!(parse_profile("hot+hot").is_err());
         assert!(p("splitkv").splitkv && !p("splitkv").split);
         assert!(parse_profile("splitkv+splitkv").is_err());
+        assert!(p("prismdb").prismdb && !p("prismdb").hot);
+        assert!(parse_profile("prismdb+prismdb").is_err());
+        let random = p("prismdb+msc=random");
+        assert_eq!(random.msc_policy, Some(tierkv::MscPolicy::Random));
+        assert!(parse_profile("prismdb+msc=best").is_err());
+        let all = p("prismdb+runs=all").capacity_levels;
+        assert_eq!(all, Some(tierkv::CapacityLevels::All));
+        assert_eq!(
+            p("prismdb+runs=2").capacity_levels,
+            Some(tierkv::CapacityLevels::Fixed(2))
+        );
         // RocksDB's BlobDB baseline, placed by the fixed placement.
         assert!(p("pl+blob").blob && p("pl+blob").levels_on_fast == 0);
         assert!(!p("lad2").blob);
@@ -1139,6 +1225,9 @@ mod tests {
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
                 hot: false,
+                prismdb: false,
+                msc_policy: None,
+                capacity_levels: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1153,6 +1242,9 @@ mod tests {
                 tuning: AutoTuning::default(),
                 bytes_per_sync: None,
                 hot: false,
+                prismdb: false,
+                msc_policy: None,
+                capacity_levels: None,
                 split: false,
                 splitkv: false,
                 blob: false,

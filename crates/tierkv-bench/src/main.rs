@@ -40,6 +40,9 @@ struct Args {
     /// `split` is tierkv's SplitKV preset (tierkv:split); `blob` is RocksDB's BlobDB with blob
     /// GC, its blob files on the first path: the fast tier with ladN, capacity with pl
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
+    /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's
+    /// budget, with `msc=random|round-robin|precise|approximate` and `runs=all|auto|N`
+    /// (capacity_levels) to vary it (tierkv:prismdb+msc=random).
     #[arg(long, default_value = "tierkv")]
     engine: String,
     /// Run these engines one after another on fresh directories and print ratios against the
@@ -462,10 +465,22 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         };
         runner::run(engine.as_ref(), &warmup)?;
     }
+    let written_before_run: Vec<u64> = engine
+        .counters()
+        .tiers
+        .iter()
+        .map(|t| t.bytes_written)
+        .collect();
     let cpu_start = report::cpu_seconds();
     let run = runner::run(engine.as_ref(), spec)?;
     let cpu_end = report::cpu_seconds();
     let counters = engine.counters();
+    let run_tier_written = counters
+        .tiers
+        .iter()
+        .zip(written_before_run.iter().chain(std::iter::repeat(&0)))
+        .map(|(t, before)| t.bytes_written.saturating_sub(*before))
+        .collect();
     drop(engine);
     let peaks = peak_watch.finish();
 
@@ -511,6 +526,7 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         counters: &counters,
         tiers: &tiers,
         cpu: (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1),
+        run_tier_written,
     };
     record.print();
     if args.verbose {

@@ -92,6 +92,9 @@ pub struct RunRecord<'a> {
     pub tiers: &'a [TierMeasure],
     /// CPU seconds (user, sys) of the run phase.
     pub cpu: (f64, f64),
+    /// Bytes the engine wrote to each tier during the run phase alone (its counters before the
+    /// run subtracted), fastest first.
+    pub run_tier_written: Vec<u64>,
 }
 
 /// What an `mget` latency sample stands for, when reads were batched.
@@ -174,6 +177,28 @@ impl RunRecord<'_> {
         }
     }
 
+    /// Bytes the engine wrote to each tier (WAL, flushes, compactions, hot-store slabs) over
+    /// the user bytes written (load + run), fastest tier first: what each device's wear and
+    /// write bandwidth pay per byte the application wrote.
+    pub fn written_per_user_byte(&self) -> Vec<f64> {
+        let user = self.run.user_bytes_written + self.load.map_or(0, |l| l.user_bytes_written);
+        self.counters
+            .tiers
+            .iter()
+            .map(|c| c.bytes_written as f64 / user.max(1) as f64)
+            .collect()
+    }
+
+    /// Bytes written to each tier during the run phase over the run phase's user bytes: the
+    /// steady state, without the load's compactions.
+    pub fn run_written_per_user_byte(&self) -> Vec<f64> {
+        let user = self.run.user_bytes_written.max(1) as f64;
+        self.run_tier_written
+            .iter()
+            .map(|&w| w as f64 / user)
+            .collect()
+    }
+
     /// The JSON record (`--json`).
     pub fn to_json(&self) -> Value {
         let mut latency = Map::new();
@@ -184,9 +209,19 @@ impl RunRecord<'_> {
             }
         }
         let mut tiers = Map::new();
-        for (m, c) in self.tiers.iter().zip(&self.counters.tiers) {
+        let per_user_byte = self.written_per_user_byte();
+        let run_per_user_byte = self.run_written_per_user_byte();
+        for (((m, c), per_user), run_per_user) in self
+            .tiers
+            .iter()
+            .zip(&self.counters.tiers)
+            .zip(per_user_byte)
+            .zip(run_per_user_byte)
+        {
             let mut t = json!({
                 "bytes_written": c.bytes_written,
+                "written_per_user_byte": per_user,
+                "run_written_per_user_byte": run_per_user,
                 "bytes_read": c.bytes_read,
                 "bytes_used": m.bytes_used,
                 "table_bytes": m.table_bytes,
@@ -328,6 +363,23 @@ impl RunRecord<'_> {
                 dev
             );
         }
+        let per_user: Vec<String> = self
+            .tiers
+            .iter()
+            .zip(self.written_per_user_byte())
+            .map(|(m, w)| format!("{} {w:.2}", m.name))
+            .collect();
+        let run_per_user: Vec<String> = self
+            .tiers
+            .iter()
+            .zip(self.run_written_per_user_byte())
+            .map(|(m, w)| format!("{} {w:.2}", m.name))
+            .collect();
+        println!(
+            "  written per user byte: {} (run phase alone: {})",
+            per_user.join(", "),
+            run_per_user.join(", ")
+        );
         let served: Vec<String> = self
             .counters
             .reads_served

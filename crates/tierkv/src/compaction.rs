@@ -6,6 +6,8 @@
 //! larger. The level with the highest score >= 1 is compacted into the next one. In Ln the input
 //! file is the one whose overlap with Ln+1 is smallest relative to its size (least rewriting).
 //! L0 inputs are closed under overlap so that no older L0 entry is left above a newer one.
+//! Levels from the bottom one (`placement::runs::bottom_level`, set by `capacity_levels`)
+//! down are never compacted: the bottom level is the last sorted run.
 
 use crate::key::{self, SeqNo, ValueKind};
 use crate::options::Options;
@@ -41,10 +43,10 @@ impl CompactionTask {
     }
 }
 
-/// Compaction score of every level that can be compacted (all but the last).
+/// Compaction score of every level that can be compacted (those above the bottom level).
 pub fn level_scores(version: &Version, opts: &Options) -> Vec<f64> {
-    let last = version.levels.len() - 1;
-    (0..last)
+    let bottom = crate::placement::runs::bottom_level(version, opts);
+    (0..bottom)
         .map(|level| {
             if level == 0 {
                 version.levels[0].len() as f64 / opts.compaction.l0_compaction_trigger as f64

@@ -199,6 +199,7 @@ pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};
 pub use error::{Error, Result};
 pub use handle::{Handle, ScanEntries};
 pub use key::SeqNo;
+pub use options::CapacityLevels;
 pub use options::Preset;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,

@@ -304,6 +304,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
         db.stop_writes(&e, resumable);
     }
     db.delete_obsolete_files();
+    db.open_capacity_tables();
     release_free_heap();
     db.bg_cv.notify_all();
     db.progress_cv.notify_all();

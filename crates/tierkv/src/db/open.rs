@@ -166,6 +166,7 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     };
     inner.wal.start(&mem)?;
     inner.delete_obsolete_files();
+    inner.open_capacity_tables();
     Ok(inner)
 }
 

@@ -2,7 +2,9 @@
 //! the registry of replicas they may read from instead (`db::replica`).
 //!
 //! A table is opened once (footer, index and filter read and verified) and kept until its file
-//! is deleted. The map lock is never held while a file is opened.
+//! is deleted; with `pin_capacity_index` the tables off the fast tier are opened as soon as
+//! they are listed (`DbInner::open_capacity_tables`). The map lock is never held while a file
+//! is opened.
 //!
 //! INVARIANT: a table on a slower tier is read from its replica on tier 0 only while the
 //! replica is registered and complete. Registering, completing and dropping a replica change
@@ -15,7 +17,7 @@ use crate::placement::replica::ReplicaUse;
 use crate::sst::{BlockCache, Table};
 use crate::stats::{self, Counters};
 use crate::tier::{FileKind, TierId, Tiers};
-use crate::version::FileMeta;
+use crate::version::{FileMeta, Version};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -135,6 +137,25 @@ impl TableCache {
         let path = self.tiers.path(tier, kind, number);
         let reader = self.tiers.open_read(tier, &path)?;
         Ok((path, reader))
+    }
+
+    /// Opens the reader of every table of `version` off the fast tier that is not open yet
+    /// (`pin_capacity_index`): its footer, index and filter are read now, in the background,
+    /// and stay in memory with the reader until the table is deleted, so a point read there
+    /// costs only its data block. Returns how many were opened.
+    pub fn open_off_fast(&self, version: &Version) -> Result<usize> {
+        let closed: Vec<&Arc<FileMeta>> = {
+            let inner = self.inner.lock();
+            version
+                .all_files()
+                .map(|(_, f)| f)
+                .filter(|f| !f.tier.is_fast() && !inner.open.contains_key(&f.number))
+                .collect()
+        };
+        for file in &closed {
+            self.get(file)?;
+        }
+        Ok(closed.len())
     }
 
     /// Forgets a deleted table, and drops its replica.
@@ -264,4 +285,17 @@ fn is_out_of_descriptors(e: &crate::error::Error) -> bool {
         crate::error::Error::Io { source, .. }
             if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
     )
+}
+
+impl super::DbInner {
+    /// With `pin_capacity_index`: opens the readers of the current version's tables off the
+    /// fast tier that are not open yet.
+    pub(super) fn open_capacity_tables(&self) {
+        if !self.opts.cache.pin_capacity_index {
+            return;
+        }
+        // NB: a table that fails to open here is opened again by the first read that needs it,
+        // which reports the error; a database closing meanwhile may have deleted it.
+        let _ = self.table_cache.open_off_fast(&self.versions.current());
+    }
 }

@@ -199,6 +199,11 @@ pub struct CacheOptions {
     /// read-ahead window — go through io_uring when the kernel allows it (else one `pread`
     /// each, in turn). Default true.
     pub read_io_uring: bool,
+    /// Open every table off the fast tier as soon as it is listed (at open and after each
+    /// flush, compaction or demotion) and keep its reader, whose index and filter stay in
+    /// memory, so that a point read never pays a table open (footer, index and filter reads)
+    /// on the slower tier: a lookup there costs at most its one data-block read. Default false.
+    pub pin_capacity_index: bool,
 }
 
 impl Default for CacheOptions {
@@ -206,6 +211,7 @@ impl Default for CacheOptions {
         CacheOptions {
             block_cache_bytes: 64 << 20,
             read_io_uring: true,
+            pin_capacity_index: false,
         }
     }
 }
@@ -360,6 +366,12 @@ pub struct PlacementOptions {
     /// slower tiers' most-read tables. Reads go to the replica; a table that needs the room,
     /// or a write burst taking the flush reserve back, drops replicas at once. Default true.
     pub auto_replicas: bool,
+    /// How many sorted runs (levels below L0) the tree keeps from the first level off the fast
+    /// tier down: compactions fill levels down to that one and leave deeper levels empty.
+    /// `all` (the default: every level to `num_levels`), `auto` (one run while the fast tier
+    /// holds at least a tenth of the data, one more for each `level_size_multiplier` times
+    /// more; PrismDB's large sorted runs, `placement::runs`) or a count, 1..num_levels.
+    pub capacity_levels: CapacityLevels,
 }
 
 impl Default for PlacementOptions {
@@ -375,6 +387,7 @@ impl Default for PlacementOptions {
             auto_space_target: auto::DEFAULT_SPACE_TARGET,
             auto_migration_busy_rate: auto::DEFAULT_MIGRATION_BUSY_RATE,
             auto_replicas: true,
+            capacity_levels: CapacityLevels::All,
         }
     }
 }
@@ -384,6 +397,9 @@ impl PlacementOptions {
     /// or above its high one would leave no band in which the pointer holds still).
     fn validate(&self, num_levels: usize) -> Result<()> {
         check_range("levels_on_fast", self.levels_on_fast, 0, num_levels)?;
+        if let CapacityLevels::Fixed(n) = self.capacity_levels {
+            check_range("capacity_levels", n, 1, num_levels - 1)?;
+        }
         check_range("auto_bw_low", self.auto_bw_low, 0.01, 4.0)?;
         check_range("auto_bw_high", self.auto_bw_high, 0.01, 4.0)?;
         check_range("auto_space_high", self.auto_space_high, 0.05, 1.0)?;
@@ -576,6 +592,50 @@ impl Default for HotTierOptions {
             promotion_epoch_ops: 1_000_000,
             promotion_cooldown_ops: 10_000_000,
             promotion_min_gain: 0.01,
+        }
+    }
+}
+
+/// How many sorted runs (levels below L0) the tree keeps below the fast tier
+/// (`capacity_levels`). In TOML `"all"`, `"auto"` or a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CapacityLevels {
+    /// Every level down to `num_levels`, each `level_size_multiplier` times the one above.
+    #[default]
+    All,
+    /// One run while the fast tier holds at least a tenth of the data; more as its share falls.
+    Auto,
+    /// This many runs.
+    Fixed(usize),
+}
+
+impl std::str::FromStr for CapacityLevels {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<CapacityLevels> {
+        match s {
+            "all" => Ok(CapacityLevels::All),
+            "auto" => Ok(CapacityLevels::Auto),
+            n => n.parse().map(CapacityLevels::Fixed).map_err(|_| {
+                Error::invalid(format!(
+                    "option capacity_levels = {n:?}: accepted \"all\", \"auto\" or a count"
+                ))
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CapacityLevels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Count(usize),
+            Name(String),
+        }
+        match Given::deserialize(d)? {
+            Given::Count(n) => Ok(CapacityLevels::Fixed(n)),
+            Given::Name(name) => name.parse().map_err(serde::de::Error::custom),
         }
     }
 }

@@ -10,6 +10,7 @@ mod groups;
 mod presets;
 mod toml_file;
 
+pub use groups::CapacityLevels;
 pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
     TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
@@ -544,6 +545,8 @@ options_by_name! {
     auto_space_target: f64 => @ placement.auto_space_target;
     auto_migration_busy_rate: u64 => @ placement.auto_migration_busy_rate;
     auto_replicas: bool => @ placement.auto_replicas;
+    capacity_levels: CapacityLevels => @ placement.capacity_levels;
+    pin_capacity_index: bool => @ cache.pin_capacity_index;
     pipeline_workers: usize => @ pipeline.workers;
     max_pending_requests: usize => @ pipeline.max_pending_requests;
     hot_tier: HotTier => @ hot_tier.mode;

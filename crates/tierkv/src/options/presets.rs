@@ -1,7 +1,7 @@
 //! Presets: named configurations of the systems tierkv reproduces, applied to a builder
 //! before any explicit setting (a later setter overrides what a preset chose).
 
-use super::{HotEviction, HotTier, MscPolicy, OptionsBuilder, ValuesMode};
+use super::{CapacityLevels, HotEviction, HotTier, MscPolicy, OptionsBuilder, ValuesMode};
 use crate::error::{Error, Result};
 use std::str::FromStr;
 
@@ -13,7 +13,10 @@ pub enum Preset {
     /// paper's settings (tracker for 20% of the keys, 70% of the store pinned, best of 8
     /// candidate ranges, epochs of 1M reads, 10M cool-down, 1% least gain); the LSM below it
     /// on the capacity tier from L0 down (the fast tier keeps the WAL, the MANIFEST and the
-    /// slabs).
+    /// slabs), as large sorted runs (`capacity_levels = "auto"`: one while the store holds a
+    /// tenth of the data) whose tables are opened at once and kept, indexes and filters in
+    /// memory (`pin_capacity_index`), so a read that misses the store costs one
+    /// capacity-tier read.
     PrismDb,
     /// SplitKV (`docs/value-log.md`): values of 4 KiB or more in a value log on the capacity
     /// tier (`values = "split"`, `split_threshold = 4 KiB`), 64 MiB value-log files, so
@@ -48,7 +51,9 @@ impl Preset {
                 .hot_promotion_epoch_ops(1_000_000)
                 .hot_promotion_cooldown_ops(10_000_000)
                 .hot_promotion_min_gain(0.01)
-                .levels_on_fast(0),
+                .levels_on_fast(0)
+                .capacity_levels(CapacityLevels::Auto)
+                .pin_capacity_index(true),
             Preset::SplitKv => b
                 .values(ValuesMode::Split)
                 .split_threshold(4 << 10)
@@ -114,6 +119,8 @@ mod tests {
             (1_000_000, 10_000_000, 0.01)
         );
         assert_eq!(o.placement.levels_on_fast, 0);
+        assert_eq!(o.placement.capacity_levels, CapacityLevels::Auto);
+        assert!(o.cache.pin_capacity_index);
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! - `ratelimit`: the token bucket pacing background writes to the fast tier and migrations.
 //! - `migrate`: which table moves between tiers for a migration hint.
 //! - `replica`: which table gets a replica on the fast tier, and which replicas go first.
+//! - `runs`: how many sorted runs the tree keeps below the fast tier (`capacity_levels`).
 
 pub mod auto;
 pub mod iomon;
@@ -33,6 +34,7 @@ pub mod policy;
 pub mod ratelimit;
 pub mod replica;
 pub mod reserve;
+pub mod runs;
 
 pub use policy::Placer;
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Summarises scripts/bench-prismdb.sh's JSON reports (named PREFIX<share>-<workload>...) as the Markdown table in BENCHMARKS.md:
+per budget and workload, each engine's throughput, p99, capacity-tier bytes written per user
+byte, write stalls, and the ratios the PrismDB targets name.
+
+    scripts/prismdb-table.py OUT_DIR
+"""
+import json
+import re
+import os
+import sys
+
+
+def records(path):
+    with open(path) as f:
+        data = json.load(f)
+    data = data if isinstance(data, list) else [data]
+    # Reports written before the JSON carried the run phase's figure: read it from the text.
+    text = path[: -len(".json")] + ".txt"
+    if os.path.exists(text):
+        alone = re.findall(r"run phase alone: ([^)]*)\)", open(text).read())
+        for r, line in zip(data, alone):
+            for name, value in re.findall(r"(\w+) ([0-9.]+)", line):
+                r["tiers"][name].setdefault("run_written_per_user_byte", float(value))
+    return data
+
+
+def capacity_per_user_byte(r, key="written_per_user_byte"):
+    # A one-tier run on the fast tier writes nothing to the capacity tier.
+    cap = r["tiers"].get("capacity")
+    if not cap:
+        return "0.00"
+    return f"{cap[key]:.2f}" if key in cap else "-"
+
+
+def label(r, suffix):
+    if suffix:
+        return f"rocksdb wholly on {suffix}"
+    return {"rocksdb": "rocksdb spread (LAD-2)"}.get(r["engine"], r["engine"])
+
+
+def share_workload_names(out):
+    """(share, workload, suffix, report path) of every report present, in table order."""
+    for share in ("20", "10"):
+        for w in ("ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-f"):
+            for suffix in ("", "fast", "capacity"):
+                name = f"{share}-{w}" + (f"-rocksdb-{suffix}" if suffix else "")
+                path = os.path.join(out, os.environ.get("PREFIX", "") + name + ".json")
+                if os.path.exists(path):
+                    yield share, w, suffix, path
+
+
+def main(out):
+    print(
+        "| budget | workload | engine | ops/s | p99 us | capacity B/user B, load+run "
+        "| capacity B/user B, run | stalls s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for share, w, suffix, path in share_workload_names(out):
+        for r in records(path):
+            print(
+                f"| {share}% | {w} | {label(r, suffix)} "
+                f"| {r['throughput_ops_per_sec']:.0f} "
+                f"| {r['latency_us']['all']['p99']:.0f} "
+                f"| {capacity_per_user_byte(r)} "
+                f"| {capacity_per_user_byte(r, 'run_written_per_user_byte')} "
+                f"| {r.get('stall_seconds') or 0:.1f} |"
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
