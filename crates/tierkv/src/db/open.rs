@@ -374,16 +374,26 @@ impl ReplaySink for MemtableSink<'_, '_> {
 
 impl MemtableSink<'_, '_> {
     /// SPLIT VALUES: whether `batch` names value-log records a crash lost (refused with
-    /// `absolute-consistency`, which refuses a torn WAL tail too).
+    /// `absolute-consistency`, which refuses a torn WAL tail too, and with the default mode
+    /// when the damage is not a crash's).
     fn names_lost_values(&self, batch: &WriteBatch) -> Result<bool> {
         let Some(vlog) = self.ctx.vlog else {
             return Ok(false);
         };
-        let refuse = self.ctx.opts.wal.recovery_mode == RecoveryMode::AbsoluteConsistency;
-        match vlog.lost_record(batch)? {
-            Some(e) if refuse => Err(e),
-            lost => Ok(lost.is_some()),
+        let Some(lost) = vlog.lost_record(batch)? else {
+            return Ok(false);
+        };
+        // As for a damaged WAL record: a crash's damage ends the replay quietly, other
+        // damage is `Corruption` unless the mode says to stop or salvage anyway.
+        let refuse = match self.ctx.opts.wal.recovery_mode {
+            RecoveryMode::AbsoluteConsistency => true,
+            RecoveryMode::TolerateCorruptedTail => !lost.torn,
+            RecoveryMode::PointInTime | RecoveryMode::SkipAnyCorruptedRecords => false,
+        };
+        if refuse {
+            return Err(lost.error);
         }
+        Ok(true)
     }
 }
 
