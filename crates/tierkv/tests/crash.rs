@@ -1168,7 +1168,7 @@ fn crash_sweep_hot_tier_weight_migrating() {
         name: "hot-tier-weight-migrating",
         hot_budget: 64 << 10,
         hot_eviction: HotEviction::Weight,
-        split_threshold: 400,
+        split_threshold: 520,
         max_value: 600,
         ..BASE
     };
