@@ -561,8 +561,10 @@ fn pipelined_replies_that_miss_the_memtable_share_a_write() {
     let writes = info_stat(&mut con, "reply_writes") - writes_before - 1;
     let lucky = info_stat(&mut con, "engine_lucky_reads") - lucky_before;
     assert_eq!(lucky, 0, "the GETs were to miss the memtable");
+    // Typically 1-3 writes; the bound leaves room for a loaded machine splitting the
+    // pipeline across reads (one write per reply would be 200).
     assert!(
-        writes <= 3,
+        writes <= 10,
         "200 pipelined GETs took {writes} reply writes; expected them to share a few"
     );
 }
