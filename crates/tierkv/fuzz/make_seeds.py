@@ -236,6 +236,13 @@ def seeds():
             bytes([0, 1, 3, 0xAC, 0x02, 17]),
             bytes([0, 0]) + b"x",
         ],
+        # VLOGGC: checksum (repaired by the driver), version 1, garbage [(3, 4096), (7, 5)],
+        # retired [2], kept [5, 6], cursor (3, 300); and the empty state.
+        "vlog_state": [
+            bytes([0]) + bytes(4) + (1).to_bytes(4, "little")
+            + bytes([2, 3, 0x80, 0x20, 7, 5, 1, 2, 2, 5, 6, 1, 3, 0xAC, 0x02]),
+            bytes([0]) + bytes(4) + (1).to_bytes(4, "little") + bytes(4),
+        ],
         "options_toml": [
             b'[[tier]]\nname = "fast"\npath = "/tmp/a"\ncapacity = "1GiB"\n[[tier]]\nname = "cap"\npath = "/tmp/b"\n'
             b'[memtable]\nwrite_buffer_size = "4MiB"\n[wal]\nmode = "parallel"\n',

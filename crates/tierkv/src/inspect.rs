@@ -20,7 +20,8 @@
 //! - The append and zoned WALs (`docs/append-wal.md`), the hot store (`docs/hot-tier.md`) and the
 //!   value log (`docs/value-log.md`): [`decode_append_record`], [`read_zoned_device`],
 //!   [`replay_logs`] (every mode's logs, as open replays them), [`decode_hot_slot`],
-//!   [`read_hot_journal`], [`decode_split_value`], [`decode_value_record`].
+//!   [`read_hot_journal`], [`decode_split_value`], [`decode_value_record`],
+//!   [`decode_value_log_state`].
 //! - Tables on zones (`docs/zonefs.md`): [`ZonedDir`] reads a zoned tier directory on its own
 //!   (geometry, zones, files and their extents, a file's bytes); [`zoned_tiers`] views the
 //!   zoned tiers of an open database; [`ZonedTierImage::check`] checks either;
@@ -418,6 +419,14 @@ pub fn decode_value_record(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     crate::vlog::decode_record(bytes)
         .map(|(k, v)| (k.to_vec(), v.to_vec()))
         .map_err(|what| corrupt(0, what))
+}
+
+/// Decodes the value-log collection state file (`VLOGGC`; `docs/value-log.md`, "Collection
+/// state") and returns what it holds encoded again; `Corruption` naming the file if the bytes
+/// are damaged.
+pub fn decode_value_log_state(bytes: &[u8]) -> Result<Vec<u8>> {
+    use crate::vlog::state::{SavedGc, STATE_FILE};
+    SavedGc::decode(bytes, std::path::Path::new(STATE_FILE)).map(|s| s.encode())
 }
 
 // --- tables on zones ---------------------------------------------------------------------------

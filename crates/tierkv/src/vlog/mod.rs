@@ -11,7 +11,7 @@
 mod files;
 mod gc;
 mod recover;
-mod state;
+pub(crate) mod state;
 mod sync;
 
 pub(crate) use files::InFlight;
