@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tierkv::env::{FaultFs, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
+use tierkv::env::{FaultFs, Fs, WritableFile};
 use tierkv::{Db, Error, Options, ReadOptions, Result, WalMode, WriteOptions};
 
 /// What the injected panic says.
@@ -52,39 +52,21 @@ impl Fs for PanicFs {
         }
         self.inner.create(path)
     }
-    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.inner.open_append(path)
-    }
-    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_read(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inner.list_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
-        self.inner.open_positional(path, len)
-    }
+
+    common::forward_fs!(
+        inner =>
+        open_append,
+        open_read,
+        exists,
+        list_dir,
+        create_dir_all,
+        remove_file,
+        rename,
+        sync_dir,
+        file_size,
+        lock,
+        open_positional,
+    );
 }
 
 /// Small memtables on two tiers; compactions only when asked for.

@@ -9,7 +9,7 @@ use common::{sized, TierSetup, CAPACITY};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tierkv::env::{FaultFs, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile};
+use tierkv::env::{FaultFs, Fs, RandomAccessFile};
 use tierkv::{CapacityLevels, Db, LiveFile, Options, OptionsBuilder, Preset, ReadOptions, Result};
 use tierkv::{WriteOptions, MAX_KEY_LEN};
 
@@ -60,45 +60,27 @@ impl CountingFs {
 }
 
 impl Fs for CountingFs {
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.inner.create(path)
-    }
-    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.inner.open_append(path)
-    }
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         Ok(self.wrap(path, self.inner.open_read(path)?))
     }
     fn open_read_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         Ok(self.wrap(path, self.inner.open_read_direct(path)?))
     }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inner.list_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
-        self.inner.open_positional(path, len)
-    }
+
+    common::forward_fs!(
+        inner =>
+        create,
+        open_append,
+        exists,
+        list_dir,
+        create_dir_all,
+        remove_file,
+        rename,
+        sync_dir,
+        file_size,
+        lock,
+        open_positional,
+    );
 }
 
 const VALUE_LEN: usize = 1000;

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tierkv::env::{CrashPolicy, FaultFs, FaultKind, FileLock, Fs, RandomAccessFile, WritableFile};
+use tierkv::env::{CrashPolicy, FaultFs, FaultKind, Fs, WritableFile};
 use tierkv::inspect::LogReader;
 use tierkv::{
     Compression, Db, Durability, Error, HotEviction, HotTier, Options, ReadOptions, RecoveryMode,
@@ -226,22 +226,6 @@ impl Fs for ProbeFs {
         }))
     }
 
-    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.0.fault.open_read(path)
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        self.0.fault.exists(path)
-    }
-
-    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.0.fault.list_dir(dir)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.0.fault.create_dir_all(dir)
-    }
-
     fn remove_file(&self, path: &Path) -> Result<()> {
         self.0
             .mutate("remove", path, || self.0.fault.remove_file(path))
@@ -257,13 +241,6 @@ impl Fs for ProbeFs {
             .mutate("fsync-dir", dir, || self.0.fault.sync_dir(dir))
     }
 
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.0.fault.file_size(path)
-    }
-
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.0.fault.lock(path)
-    }
     fn open_positional(
         &self,
         path: &Path,
@@ -275,6 +252,16 @@ impl Fs for ProbeFs {
             probe: Arc::clone(&self.0),
         }))
     }
+
+    common::forward_fs!(
+        0.fault =>
+        open_read,
+        exists,
+        list_dir,
+        create_dir_all,
+        file_size,
+        lock,
+    );
 }
 
 /// A positional file (the hot store's slabs, the parallel WAL's area) whose writes and syncs

@@ -153,28 +153,13 @@ impl Fs for ExhaustFs {
             _fd: fd,
         }))
     }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
     fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
         let _fd = self.descriptor(dir)?;
         self.inner.list_dir(dir)
     }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.inner.rename(from, to)
-    }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let _fd = self.descriptor(dir)?;
         self.inner.sync_dir(dir)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.inner.file_size(path)
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let fd = self.descriptor(path)?;
@@ -191,6 +176,15 @@ impl Fs for ExhaustFs {
             _fd: fd,
         }))
     }
+
+    common::forward_fs!(
+        inner =>
+        exists,
+        create_dir_all,
+        remove_file,
+        rename,
+        file_size,
+    );
 }
 
 /// A reader holding a descriptor.

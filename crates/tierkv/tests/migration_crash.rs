@@ -39,9 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-use tierkv::env::{
-    CrashPolicy, FaultFs, FaultKind, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile,
-};
+use tierkv::env::{CrashPolicy, FaultFs, FaultKind, Fs, RandomAccessFile, WritableFile};
 use tierkv::{Db, Options, Placement, ReadOptions, Result, WriteOptions};
 
 /// Values are incompressible, so tables are as large as their data.
@@ -427,18 +425,6 @@ impl Fs for TapFs {
         self.0.fault.open_read(path)
     }
 
-    fn exists(&self, path: &Path) -> bool {
-        self.0.fault.exists(path)
-    }
-
-    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.0.fault.list_dir(dir)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.0.fault.create_dir_all(dir)
-    }
-
     fn remove_file(&self, path: &Path) -> Result<()> {
         self.0
             .mutate("remove", path, || self.0.fault.remove_file(path))
@@ -454,17 +440,15 @@ impl Fs for TapFs {
             .mutate("fsync-dir", dir, || self.0.fault.sync_dir(dir))
     }
 
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.0.fault.file_size(path)
-    }
-
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.0.fault.lock(path)
-    }
-
-    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
-        self.0.fault.open_positional(path, len)
-    }
+    common::forward_fs!(
+        0.fault =>
+        exists,
+        list_dir,
+        create_dir_all,
+        file_size,
+        lock,
+        open_positional,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -52,9 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
-use tierkv::env::{
-    CrashPolicy, FaultFs, FaultKind, FileLock, Fs, PositionalFile, RandomAccessFile, WritableFile,
-};
+use tierkv::env::{CrashPolicy, FaultFs, FaultKind, Fs, PositionalFile};
 use tierkv::inspect::AreaMeta as Meta;
 use tierkv::{
     Db, Durability, Error, Handle, Options, RecoveryMode, Result, WalMode, WriteBatch, WriteOptions,
@@ -274,24 +272,6 @@ impl TestFs {
 }
 
 impl Fs for TestFs {
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.fault.create(path)
-    }
-    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.fault.open_append(path)
-    }
-    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.fault.open_read(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.fault.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.fault.list_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.fault.create_dir_all(dir)
-    }
     fn remove_file(&self, path: &Path) -> Result<()> {
         let result = self.fault.remove_file(path);
         if result.is_ok() {
@@ -300,18 +280,6 @@ impl Fs for TestFs {
             self.areas.lock().unwrap().remove(path);
         }
         result
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.fault.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.fault.sync_dir(dir)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.fault.file_size(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.fault.lock(path)
     }
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
         let inner = self.fault.open_positional(path, len)?;
@@ -326,6 +294,20 @@ impl Fs for TestFs {
             model: Arc::clone(model),
         }))
     }
+
+    common::forward_fs!(
+        fault =>
+        create,
+        open_append,
+        open_read,
+        exists,
+        list_dir,
+        create_dir_all,
+        rename,
+        sync_dir,
+        file_size,
+        lock,
+    );
 }
 
 struct ModelledFile {

@@ -6,12 +6,14 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod crash;
+pub mod forward;
 pub mod kv;
 pub mod opts;
 pub mod tiers;
 pub mod wait;
 
 pub use crash::{crash_now, drop_within, env_u64, Crash, Failures, FsImage, CRASHES, DROP_LIMIT};
+pub(crate) use forward::forward_fs;
 pub use kv::{
     assert_same_entries, assert_scan_matches, collect_entries, key, key6, read_entries, scan,
     show_bytes, show_entry, value, Entry, Model,
