@@ -186,6 +186,8 @@ pub struct TierDir {
     pub dir: PathBuf,
     /// Byte budget (`--tier-capacity`); `None` is unlimited.
     pub capacity: Option<u64>,
+    /// tierkv: a tier of kind `pm` (`--tier-kind NAME=pm`): its files are memory-mapped.
+    pub pm: bool,
 }
 
 /// Settings shared by every engine in a run.
@@ -585,6 +587,9 @@ mod tierkv_engine {
                 let mut tier = TierConfig::new(&t.name, &t.dir);
                 if let (Some(z), true) = (cfg.tierkv.table_zones, zoned_tier == Some(i)) {
                     tier = tier.with_zoned_tables(z.zone_size, z.zones);
+                }
+                if t.pm {
+                    tier = tier.with_kind(tierkv::TierKind::Pm);
                 }
                 // NB: with `prismdb` the fast tier's budget is the hot store's (below); the
                 // WAL and MANIFEST beside it are outside the budget, as RocksDB's WAL is

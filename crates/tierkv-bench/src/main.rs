@@ -65,6 +65,10 @@ struct Args {
     /// capped at it, which RocksDB treats as a target, not a limit (compare the tier's `peak`).
     #[arg(long = "tier-capacity", value_name = "NAME=SIZE")]
     tier_capacities: Vec<String>,
+    /// A tier's kind for tierkv, NAME=KIND: `block` (the default) or `pm` (a DAX or tmpfs
+    /// mount such as /dev/shm, its files memory-mapped). RocksDB writes there as to any directory.
+    #[arg(long = "tier-kind", value_name = "NAME=KIND")]
+    tier_kinds: Vec<String>,
     /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
     #[arg(long = "device", value_name = "NAME=DEV")]
     devices: Vec<String>,
@@ -336,6 +340,7 @@ impl Args {
                     name: n.to_string(),
                     dir: self.dir.join(&safe).join(n),
                     capacity: None,
+                    pm: false,
                 })
                 .collect()
         } else {
@@ -345,6 +350,7 @@ impl Args {
                     name,
                     dir: PathBuf::from(dir).join(&safe),
                     capacity: None,
+                    pm: false,
                 })
                 .collect()
         };
@@ -354,6 +360,17 @@ impl Args {
                 .find(|t| t.name == name)
                 .with_context(|| format!("--tier-capacity {name}=...: no tier named {name:?}"))?;
             tier.capacity = Some(parse_size(&size)?);
+        }
+        for (name, kind) in parse_pairs(&self.tier_kinds, "tier-kind")? {
+            let tier = tiers
+                .iter_mut()
+                .find(|t| t.name == name)
+                .with_context(|| format!("--tier-kind {name}=...: no tier named {name:?}"))?;
+            tier.pm = match kind.as_str() {
+                "pm" => true,
+                "block" => false,
+                other => bail!("--tier-kind {name}={other}: the kinds are block and pm"),
+            };
         }
         Ok(EngineConfig {
             tiers,

@@ -30,8 +30,16 @@ fn subjects() -> Vec<Subject> {
     let fault_dir = PathBuf::from("/contract");
     fault.create_dir_all(&fault_dir).unwrap();
     let mut all = vec![
-        real("posix", Arc::new(PosixFs::new()), tempfile::tempdir().unwrap()),
-        real("mapped", Arc::new(MappedFs::new()), tempfile::tempdir().unwrap()),
+        real(
+            "posix",
+            Arc::new(PosixFs::new()),
+            tempfile::tempdir().unwrap(),
+        ),
+        real(
+            "mapped",
+            Arc::new(MappedFs::new()),
+            tempfile::tempdir().unwrap(),
+        ),
         Subject {
             name: "fault",
             fs: fault,
@@ -103,7 +111,11 @@ fn long_appends_read_back_at_any_offset() {
         for piece in data.chunks(4093) {
             f.append(piece).unwrap();
         }
-        assert_eq!(fs.file_size(&path).unwrap(), data.len() as u64, "{name}: exact length");
+        assert_eq!(
+            fs.file_size(&path).unwrap(),
+            data.len() as u64,
+            "{name}: exact length"
+        );
         f.sync().unwrap();
         f.close().unwrap();
         let r = fs.open_read(&path).unwrap();
@@ -153,7 +165,10 @@ fn namespace_operations() {
             matches!(fs.remove_file(&b), Err(Error::Io { .. })),
             "{name}"
         );
-        assert!(fs.open_read(&b).is_err(), "{name}: a removed file cannot be read");
+        assert!(
+            fs.open_read(&b).is_err(),
+            "{name}: a removed file cannot be read"
+        );
     }
 }
 
@@ -182,7 +197,10 @@ fn positional_files_start_zeroed_grow_and_keep_their_bytes() {
         assert_eq!(small.path(), path.as_path(), "{name}");
         let mut buf = vec![1u8; 8192];
         small.read_exact_at(0, &mut buf).unwrap();
-        assert!(buf.iter().all(|&b| b == 0), "{name}: a new file reads as zeros");
+        assert!(
+            buf.iter().all(|&b| b == 0),
+            "{name}: a new file reads as zeros"
+        );
         small.write_at(100, b"in place", false).unwrap();
         small.write_at(4096, b"durable", true).unwrap();
         small.sync().unwrap();
@@ -201,9 +219,16 @@ fn positional_files_start_zeroed_grow_and_keep_their_bytes() {
         assert_eq!(&three, b"old", "{name}: both handles see one file");
 
         let again = fs.open_positional(&path, 4096).unwrap();
-        assert_eq!(again.size(), 64 << 10, "{name}: a shorter length never shrinks");
+        assert_eq!(
+            again.size(),
+            64 << 10,
+            "{name}: a shorter length never shrinks"
+        );
         again.read_exact_at(60 << 10, &mut three).unwrap();
         assert_eq!(&three, b"far", "{name}");
-        assert!(again.read_exact_at((64 << 10) - 2, &mut three).is_err(), "{name}");
+        assert!(
+            again.read_exact_at((64 << 10) - 2, &mut three).is_err(),
+            "{name}"
+        );
     }
 }

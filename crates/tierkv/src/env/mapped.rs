@@ -329,13 +329,7 @@ impl MappedPositional {
         let span = (offset + len as u64 - start) as usize;
         // SAFETY: `start..start + span` lies inside the mapping: `start` is at or before a
         // checked offset and the span ends at a checked end.
-        let rc = unsafe {
-            libc::msync(
-                self.base.add(start as usize).cast(),
-                span,
-                libc::MS_SYNC,
-            )
-        };
+        let rc = unsafe { libc::msync(self.base.add(start as usize).cast(), span, libc::MS_SYNC) };
         if rc != 0 {
             return Err(Error::io("msync", &self.path, io::Error::last_os_error()));
         }
@@ -400,5 +394,85 @@ impl PositionalFile for MappedPositional {
 
     fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory on shared memory where there is one, else on disk (the mapping works on
+    /// both; only the durability promise differs).
+    fn scratch() -> tempfile::TempDir {
+        if Path::new("/dev/shm").is_dir() {
+            tempfile::tempdir_in("/dev/shm").unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        }
+    }
+
+    #[test]
+    fn a_reopen_reads_what_was_synced_without_a_close() {
+        let dir = scratch();
+        let fs = MappedFs::new();
+        let log = dir.path().join("000004.log");
+        let mut f = fs.create(&log).unwrap();
+        f.append(b"synced record").unwrap();
+        f.sync().unwrap();
+        drop(f); // no close: a process that stops here
+        assert_eq!(read_all(&fs, &log), b"synced record");
+
+        let slab = dir.path().join("slab");
+        let p = fs.open_positional(&slab, 4096).unwrap();
+        p.write_at(64, b"slot", true).unwrap();
+        drop(p);
+        let again = fs.open_positional(&slab, 0).unwrap();
+        let mut buf = [0u8; 4];
+        again.read_exact_at(64, &mut buf).unwrap();
+        assert_eq!(&buf, b"slot");
+    }
+
+    #[test]
+    fn an_appended_file_is_never_longer_than_its_bytes() {
+        let dir = scratch();
+        let fs = MappedFs::new();
+        let path = dir.path().join("MANIFEST-000001");
+        let mut f = fs.create(&path).unwrap();
+        for i in 0..1000u32 {
+            f.append(&i.to_le_bytes()).unwrap();
+            // What another reader or a crash sees: the bytes so far, no mapped-ahead tail.
+            assert_eq!(fs.file_size(&path).unwrap(), 4 * (i as u64 + 1));
+        }
+        assert!(f.size() < MIN_APPEND_MAP);
+        let bytes = read_all(&fs, &path);
+        assert_eq!(&bytes[4 * 999..], &999u32.to_le_bytes());
+    }
+
+    #[test]
+    fn writes_past_a_positional_file_are_refused_naming_the_file() {
+        let dir = scratch();
+        let path = dir.path().join("area");
+        let p = MappedFs::new().open_positional(&path, 4096).unwrap();
+        match p.write_at(4090, b"too long", false) {
+            Err(Error::Io {
+                op,
+                path: p2,
+                source,
+            }) => {
+                assert_eq!((op, p2), ("write", path));
+                assert_eq!(source.kind(), io::ErrorKind::InvalidInput);
+            }
+            other => panic!("expected an Io error, got {other:?}"),
+        }
+        let empty = MappedFs::new()
+            .open_positional(&dir.path().join("e"), 0)
+            .unwrap();
+        assert_eq!(empty.size(), 0);
+        empty.sync().unwrap();
+        assert!(empty.read_exact_at(0, &mut [0u8; 1]).is_err());
+    }
+
+    fn read_all(fs: &MappedFs, path: &Path) -> Vec<u8> {
+        crate::env::read_file(fs, path).unwrap()
     }
 }

@@ -37,14 +37,17 @@ pub fn check_pm_dir(index: usize, name: &str, dir: &Path) -> Result<PmMount> {
         .find(|a| !a.as_os_str().is_empty() && a.exists())
         .ok_or_else(|| bad("has no existing ancestor".to_string()))?;
     if !existing.is_dir() {
-        return Err(bad(format!("is not a directory ({} is a file)", existing.display())));
+        return Err(bad(format!(
+            "is not a directory ({} is a file)",
+            existing.display()
+        )));
     }
     let magic = fs_magic(existing).map_err(|e| bad(format!("cannot be examined ({e})")))?;
     if magic == TMPFS_MAGIC || magic == RAMFS_MAGIC {
         return Ok(PmMount::Volatile);
     }
-    let real = std::fs::canonicalize(existing)
-        .map_err(|e| bad(format!("cannot be resolved ({e})")))?;
+    let real =
+        std::fs::canonicalize(existing).map_err(|e| bad(format!("cannot be resolved ({e})")))?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     match mount_of(&mountinfo, &real) {
         Some(mount) if mount.dax => Ok(PmMount::Dax),
@@ -199,7 +202,11 @@ impl Fs for PmRoutingFs {
     }
 
     fn unrouted(&self) -> Option<Arc<dyn Fs>> {
-        Some(self.base.unrouted().unwrap_or_else(|| Arc::clone(&self.base)))
+        Some(
+            self.base
+                .unrouted()
+                .unwrap_or_else(|| Arc::clone(&self.base)),
+        )
     }
 }
 
