@@ -591,11 +591,11 @@ mod tierkv_engine {
                 if t.pm {
                     tier = tier.with_kind(tierkv::TierKind::Pm);
                 }
-                // NB: with `prismdb` the fast tier's budget is the hot store's (below); the
-                // WAL and MANIFEST beside it are outside the budget, as RocksDB's WAL is
-                // outside its fast db_path's target.
+                // NB: with `prismdb` (and `splitkv`) the fast tier's budget is the hot
+                // store's (below); the WAL and MANIFEST beside it are outside the budget, as
+                // RocksDB's WAL is outside its fast db_path's target.
                 let capacity = match t.capacity {
-                    Some(_) if i == 0 && profile.prismdb => u64::MAX,
+                    Some(_) if i == 0 && (profile.prismdb || profile.splitkv) => u64::MAX,
                     Some(bytes) => bytes,
                     None => u64::MAX,
                 };
@@ -618,6 +618,13 @@ mod tierkv_engine {
             }
             if profile.split || profile.splitkv {
                 b = b.preset(tierkv::Preset::SplitKv);
+            }
+            if profile.splitkv {
+                // The fast area's budget is the fast tier's (an explicit --hot-budget, applied
+                // below, wins).
+                if let Some(budget) = cfg.tiers.first().and_then(|t| t.capacity) {
+                    b = b.hot_budget(budget);
+                }
             }
             if profile.split && !profile.splitkv {
                 // `split` alone is the value log only, placed as the profile says: the preset's
