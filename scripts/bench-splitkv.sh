@@ -73,9 +73,13 @@ for part in $PARTS; do
             ;;
         space)
             # Every value at the split threshold goes to the value log; overwrites make
-            # garbage that collection must bound. --verbose prints the engine's counters.
+            # garbage that collection must bound. --verbose prints the engine's counters;
+            # --collect-value-log then collects to the end and prints the space again. The
+            # live data is RECORDS values of 4 KiB.
             run space-overwrite --workload overwrite --threads 4 --value-size 4096 \
-                --engine tierkv:splitkv --tier-capacity "fast=$budget" --verbose
+                --engine tierkv:splitkv --tier-capacity "fast=$budget" --verbose \
+                --collect-value-log
+            echo "live data: $((RECORDS * 4096 >> 20)) MiB"
             grep -E "value log|value-log gc" "$out/space-overwrite.txt" || true
             ;;
         *)

@@ -234,6 +234,11 @@ pub trait Engine: Send + Sync {
     fn settle(&self) -> Result<()>;
     /// Counters since open.
     fn counters(&self) -> EngineCounters;
+    /// Flushes, settles and collects the value log to the end; returns a line on its space
+    /// (`None` for an engine without one).
+    fn collect_value_log(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// True if [`Engine::submit`] works (the engine has an asynchronous API).
     fn supports_async(&self) -> bool {
         false
@@ -841,6 +846,32 @@ mod tierkv_engine {
 
         fn settle(&self) -> Result<()> {
             Ok(self.db.wait_for_compactions()?)
+        }
+
+        fn collect_value_log(&self) -> Result<Option<String>> {
+            if self.db.options().values.mode != tierkv::ValuesMode::Split {
+                return Ok(None);
+            }
+            let before = self.db.stats();
+            self.db.flush()?;
+            self.db.wait_for_compactions()?;
+            let started = std::time::Instant::now();
+            let kept = self.db.collect_value_log()?;
+            let after = self.db.stats();
+            let ratio = |s: &tierkv::Stats| s.vlog_file_bytes as f64 / s.vlog_live_bytes.max(1) as f64;
+            Ok(Some(format!(
+                "value log: at the end of the run {} MiB on disk for {} MiB live ({:.2}x); \
+                 after collection ({:.1} s, {} files kept for readers) {} MiB for {} MiB \
+                 ({:.2}x)",
+                before.vlog_file_bytes >> 20,
+                before.vlog_live_bytes >> 20,
+                ratio(&before),
+                started.elapsed().as_secs_f64(),
+                kept,
+                after.vlog_file_bytes >> 20,
+                after.vlog_live_bytes >> 20,
+                ratio(&after)
+            )))
         }
 
         fn supports_async(&self) -> bool {

@@ -225,6 +225,13 @@ struct Args {
     /// Also print the engine's own statistics after each run.
     #[arg(long)]
     verbose: bool,
+    /// tierkv with split values: after the run (and its report), flush, wait for compactions
+    /// (which count the value log's garbage) and run value-log garbage collection to the end,
+    /// then print the value log's bytes on disk against its live bytes: the space the
+    /// collector can reach, beside the space the run ended with. The tiers' space in the
+    /// report is then measured after the collection.
+    #[arg(long)]
+    collect_value_log: bool,
 }
 
 /// A byte count: digits with an optional K, M or G (powers of 1024).
@@ -498,6 +505,12 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         .zip(written_before_run.iter().chain(std::iter::repeat(&0)))
         .map(|(t, before)| t.bytes_written.saturating_sub(*before))
         .collect();
+    // NB: before the engine closes; the tiers' space below is then measured after it.
+    let value_log_line = if args.collect_value_log {
+        engine.collect_value_log()?
+    } else {
+        None
+    };
     drop(engine);
     let peaks = peak_watch.finish();
 
@@ -548,6 +561,9 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
     record.print();
     if args.verbose {
         println!("{}", counters.detail);
+    }
+    if let Some(line) = value_log_line {
+        println!("{line}");
     }
     if !args.keep {
         for t in &cfg.tiers {
