@@ -858,7 +858,8 @@ mod tierkv_engine {
             let started = std::time::Instant::now();
             let kept = self.db.collect_value_log()?;
             let after = self.db.stats();
-            let ratio = |s: &tierkv::Stats| s.vlog_file_bytes as f64 / s.vlog_live_bytes.max(1) as f64;
+            let ratio =
+                |s: &tierkv::Stats| s.vlog_file_bytes as f64 / s.vlog_live_bytes.max(1) as f64;
             Ok(Some(format!(
                 "value log: at the end of the run {} MiB on disk for {} MiB live ({:.2}x); \
                  after collection ({:.1} s, {} files kept for readers) {} MiB for {} MiB \
