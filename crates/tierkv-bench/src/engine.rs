@@ -186,6 +186,8 @@ pub struct TierDir {
     pub dir: PathBuf,
     /// Byte budget (`--tier-capacity`); `None` is unlimited.
     pub capacity: Option<u64>,
+    /// tierkv: a tier of kind `pm` (`--tier-kind NAME=pm`): its files are memory-mapped.
+    pub pm: bool,
 }
 
 /// Settings shared by every engine in a run.
@@ -232,6 +234,11 @@ pub trait Engine: Send + Sync {
     fn settle(&self) -> Result<()>;
     /// Counters since open.
     fn counters(&self) -> EngineCounters;
+    /// Flushes, settles and collects the value log to the end; returns a line on its space
+    /// (`None` for an engine without one).
+    fn collect_value_log(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// True if [`Engine::submit`] works (the engine has an asynchronous API).
     fn supports_async(&self) -> bool {
         false
@@ -586,11 +593,14 @@ mod tierkv_engine {
                 if let (Some(z), true) = (cfg.tierkv.table_zones, zoned_tier == Some(i)) {
                     tier = tier.with_zoned_tables(z.zone_size, z.zones);
                 }
-                // NB: with `prismdb` the fast tier's budget is the hot store's (below); the
-                // WAL and MANIFEST beside it are outside the budget, as RocksDB's WAL is
-                // outside its fast db_path's target.
+                if t.pm {
+                    tier = tier.with_kind(tierkv::TierKind::Pm);
+                }
+                // NB: with `prismdb` (and `splitkv`) the fast tier's budget is the hot
+                // store's (below); the WAL and MANIFEST beside it are outside the budget, as
+                // RocksDB's WAL is outside its fast db_path's target.
                 let capacity = match t.capacity {
-                    Some(_) if i == 0 && profile.prismdb => u64::MAX,
+                    Some(_) if i == 0 && (profile.prismdb || profile.splitkv) => u64::MAX,
                     Some(bytes) => bytes,
                     None => u64::MAX,
                 };
@@ -613,6 +623,13 @@ mod tierkv_engine {
             }
             if profile.split || profile.splitkv {
                 b = b.preset(tierkv::Preset::SplitKv);
+            }
+            if profile.splitkv {
+                // The fast area's budget is the fast tier's (an explicit --hot-budget, applied
+                // below, wins).
+                if let Some(budget) = cfg.tiers.first().and_then(|t| t.capacity) {
+                    b = b.hot_budget(budget);
+                }
             }
             if profile.split && !profile.splitkv {
                 // `split` alone is the value log only, placed as the profile says: the preset's
@@ -829,6 +846,33 @@ mod tierkv_engine {
 
         fn settle(&self) -> Result<()> {
             Ok(self.db.wait_for_compactions()?)
+        }
+
+        fn collect_value_log(&self) -> Result<Option<String>> {
+            if self.db.options().values.mode != tierkv::ValuesMode::Split {
+                return Ok(None);
+            }
+            let before = self.db.stats();
+            self.db.flush()?;
+            self.db.wait_for_compactions()?;
+            let started = std::time::Instant::now();
+            let kept = self.db.collect_value_log()?;
+            let after = self.db.stats();
+            let ratio =
+                |s: &tierkv::Stats| s.vlog_file_bytes as f64 / s.vlog_live_bytes.max(1) as f64;
+            Ok(Some(format!(
+                "value log: at the end of the run {} MiB on disk for {} MiB live ({:.2}x); \
+                 after collection ({:.1} s, {} files kept for readers) {} MiB for {} MiB \
+                 ({:.2}x)",
+                before.vlog_file_bytes >> 20,
+                before.vlog_live_bytes >> 20,
+                ratio(&before),
+                started.elapsed().as_secs_f64(),
+                kept,
+                after.vlog_file_bytes >> 20,
+                after.vlog_live_bytes >> 20,
+                ratio(&after)
+            )))
         }
 
         fn supports_async(&self) -> bool {

@@ -42,7 +42,9 @@ struct Args {
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
     /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's
     /// budget, with `msc=random|round-robin|precise|approximate` and `runs=all|auto|N`
-    /// (capacity_levels) to vary it (tierkv:prismdb+msc=random).
+    /// (capacity_levels) to vary it (tierkv:prismdb+msc=random). `splitkv` is the whole
+    /// SplitKV preset (value log and fast area), the fast tier's --tier-capacity its fast
+    /// area's budget unless --hot-budget names one.
     #[arg(long, default_value = "tierkv")]
     engine: String,
     /// Run these engines one after another on fresh directories and print ratios against the
@@ -65,6 +67,10 @@ struct Args {
     /// capped at it, which RocksDB treats as a target, not a limit (compare the tier's `peak`).
     #[arg(long = "tier-capacity", value_name = "NAME=SIZE")]
     tier_capacities: Vec<String>,
+    /// A tier's kind for tierkv, NAME=KIND: `block` (the default) or `pm` (a DAX or tmpfs
+    /// mount such as /dev/shm, its files memory-mapped). RocksDB writes there as to any directory.
+    #[arg(long = "tier-kind", value_name = "NAME=KIND")]
+    tier_kinds: Vec<String>,
     /// A tier's block device for device counters, NAME=DEV (e.g. capacity=loop0).
     #[arg(long = "device", value_name = "NAME=DEV")]
     devices: Vec<String>,
@@ -221,6 +227,13 @@ struct Args {
     /// Also print the engine's own statistics after each run.
     #[arg(long)]
     verbose: bool,
+    /// tierkv with split values: after the run (and its report), flush, wait for compactions
+    /// (which count the value log's garbage) and run value-log garbage collection to the end,
+    /// then print the value log's bytes on disk against its live bytes: the space the
+    /// collector can reach, beside the space the run ended with. The tiers' space in the
+    /// report is then measured after the collection.
+    #[arg(long)]
+    collect_value_log: bool,
 }
 
 /// A byte count: digits with an optional K, M or G (powers of 1024).
@@ -336,6 +349,7 @@ impl Args {
                     name: n.to_string(),
                     dir: self.dir.join(&safe).join(n),
                     capacity: None,
+                    pm: false,
                 })
                 .collect()
         } else {
@@ -345,6 +359,7 @@ impl Args {
                     name,
                     dir: PathBuf::from(dir).join(&safe),
                     capacity: None,
+                    pm: false,
                 })
                 .collect()
         };
@@ -354,6 +369,17 @@ impl Args {
                 .find(|t| t.name == name)
                 .with_context(|| format!("--tier-capacity {name}=...: no tier named {name:?}"))?;
             tier.capacity = Some(parse_size(&size)?);
+        }
+        for (name, kind) in parse_pairs(&self.tier_kinds, "tier-kind")? {
+            let tier = tiers
+                .iter_mut()
+                .find(|t| t.name == name)
+                .with_context(|| format!("--tier-kind {name}=...: no tier named {name:?}"))?;
+            tier.pm = match kind.as_str() {
+                "pm" => true,
+                "block" => false,
+                other => bail!("--tier-kind {name}={other}: the kinds are block and pm"),
+            };
         }
         Ok(EngineConfig {
             tiers,
@@ -481,6 +507,12 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
         .zip(written_before_run.iter().chain(std::iter::repeat(&0)))
         .map(|(t, before)| t.bytes_written.saturating_sub(*before))
         .collect();
+    // NB: before the engine closes; the tiers' space below is then measured after it.
+    let value_log_line = if args.collect_value_log {
+        engine.collect_value_log()?
+    } else {
+        None
+    };
     drop(engine);
     let peaks = peak_watch.finish();
 
@@ -531,6 +563,9 @@ fn bench_engine(args: &Args, spec: &RunSpec, engine_spec: &str) -> Result<serde_
     record.print();
     if args.verbose {
         println!("{}", counters.detail);
+    }
+    if let Some(line) = value_log_line {
+        println!("{line}");
     }
     if !args.keep {
         for t in &cfg.tiers {

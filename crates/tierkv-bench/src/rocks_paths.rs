@@ -122,6 +122,7 @@ mod tests {
                 name: n.to_string(),
                 dir: n.into(),
                 capacity: (*n == "fast").then_some(fast_capacity).flatten(),
+                pm: false,
             })
             .collect()
     }

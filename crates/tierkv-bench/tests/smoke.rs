@@ -142,6 +142,11 @@ fn invalid_arguments_are_clear_errors_not_panics() {
         (vec!["--inflight", "0"], "--inflight"),
         (vec!["--multiget", "0"], "--multiget"),
         (vec!["--key-size", "4"], "--key-size"),
+        (
+            vec!["--tier-kind", "fast=optane"],
+            "the kinds are block and pm",
+        ),
+        (vec!["--tier-kind", "warm=pm"], "no tier named"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let mut all = args.clone();
@@ -547,4 +552,43 @@ fn warmup_requests_run_before_the_run_phase_and_are_not_measured() {
         .map(|v| v.as_u64().unwrap())
         .sum();
     assert_eq!(served, 1600, "{run}");
+}
+
+#[test]
+fn splitkv_runs_on_a_pm_fast_tier_and_reports_its_value_log_space() {
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let fast = tempfile::tempdir_in("/dev/shm").unwrap();
+    let capacity = tempfile::tempdir().unwrap();
+    let fast_tier = format!("fast={}", fast.path().display());
+    let capacity_tier = format!("capacity={}", capacity.path().display());
+    let out = bench_ok(&[
+        "--engine",
+        "tierkv:splitkv",
+        "--workload",
+        "overwrite",
+        "--records",
+        "300",
+        "--ops",
+        "600",
+        "--value-size",
+        "256:50,4096:50",
+        "--tier",
+        &fast_tier,
+        "--tier",
+        &capacity_tier,
+        "--tier-kind",
+        "fast=pm",
+        "--tier-capacity",
+        "fast=1M",
+        "--collect-value-log",
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("value log: at the end of the run"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("after collection"), "{stdout}");
 }

@@ -204,7 +204,7 @@ pub use options::Preset;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
     OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
-    TableOptions, TierConfig, TierTables, ValueOptions, ValuesMode, WalMode, WalOptions,
+    TableOptions, TierConfig, TierKind, TierTables, ValueOptions, ValuesMode, WalMode, WalOptions,
     WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use options::{HotEviction, HotTier, HotTierOptions, MscPolicy};

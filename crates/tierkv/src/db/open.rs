@@ -34,6 +34,9 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     opts.validate()?;
     // ZONED TABLES: from here on `opts.fs` sends zoned tiers' files to their devices.
     let zoned = crate::zonefs::route_zoned_tiers(&mut opts)?;
+    // PM TIERS: from here on `opts.fs` also maps the files of tiers of kind `pm` (routed
+    // after the zoned tiers, whose routing starts again from the unrouted file system).
+    crate::env::route_pm_tiers(&mut opts)?;
     check_tier_names(&opts)?;
     let fs = Arc::clone(&opts.fs);
     let dir0 = opts.tiers[0].path.clone();

@@ -1,8 +1,10 @@
 //! The file-system seam: every byte tierkv reads or writes goes through [`Fs`].
 //!
-//! Two implementations: [`PosixFs`] (real files, `fdatasync`, `flock`) and [`FaultFs`] (an
-//! in-memory file system for tests that can crash with a chosen policy, fail the Nth operation
-//! and run a directory out of space). Nothing else in the crate touches `std::fs`.
+//! Three implementations: [`PosixFs`] (real files, `fdatasync`, `flock`), [`MappedFs`] (real
+//! files read and written through memory mappings, `msync`: tiers of kind `pm`, routed by
+//! `pm`) and [`FaultFs`] (an in-memory file system for tests that can crash with a chosen
+//! policy, fail the Nth operation and run a directory out of space). Nothing else in the crate
+//! touches `std::fs`.
 //!
 //! Contract shared by every implementation:
 //! - `append` hands bytes to the "operating system": after a process crash they survive, after a
@@ -16,12 +18,19 @@
 //! [`WritableFile`], so the crash model (what a process kill loses) is the same everywhere.
 
 mod aligned;
+#[cfg(test)]
+mod contract;
 mod fault;
+mod mapped;
+mod pm;
 mod posix;
 mod uring_read;
 
 pub(crate) use aligned::AlignedBuf;
 pub use fault::{CrashPolicy, FaultFs, FaultKind};
+pub use mapped::MappedFs;
+pub(crate) use pm::route_pm_tiers;
+pub use pm::{check_pm_dir, PmMount};
 pub use posix::PosixFs;
 pub use uring_read::IoTarget;
 pub(crate) use uring_read::{

@@ -66,6 +66,22 @@ pub struct TierConfig {
     /// Default 64; at least 4.
     #[serde(default = "default_zones")]
     pub zones: u32,
+    /// What the tier's directory is: a block device's file system (`"block"`, the default) or
+    /// a DAX or tmpfs mount whose files are memory-mapped (`"pm"`: writes are copies into the
+    /// mapping, a sync is `msync` of the written range; see `docs/pm-tier.md`).
+    #[serde(default)]
+    pub kind: TierKind,
+}
+
+/// The kind of device a tier's directory is on, which decides how its files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TierKind {
+    /// A file system on a block device: `write(2)` and `fdatasync(2)`.
+    #[default]
+    Block,
+    /// Persistent memory (a DAX mount) or shared memory (tmpfs): files are memory-mapped.
+    Pm,
 }
 
 /// Where a tier keeps its tables.
@@ -102,7 +118,14 @@ impl TierConfig {
             tables: TierTables::Files,
             zone_size: default_zone_size(),
             zones: default_zones(),
+            kind: TierKind::Block,
         }
+    }
+
+    /// Sets the tier's kind (see [`TierConfig::kind`]).
+    pub fn with_kind(mut self, kind: TierKind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// Keeps this tier's tables in `zones` zones of `zone_size` bytes of an emulated zoned
@@ -287,6 +310,13 @@ impl Options {
                 )));
             }
             self.validate_zoned_tables(i, t)?;
+            if t.kind == TierKind::Pm && t.tables == TierTables::Zones {
+                return Err(Error::invalid(format!(
+                    "option tiers[{i}] (tier '{}'): kind = \"pm\" and tables = \"zones\" \
+                     exclude each other: a pm tier's files are mapped, not zone extents",
+                    t.name
+                )));
+            }
         }
         let reserve = self.wal_reserve();
         let tables = 2 * self

@@ -1,0 +1,247 @@
+//! A fast tier of kind `pm` (`docs/pm-tier.md`): tier 0 on shared memory (`/dev/shm`, tmpfs),
+//! its files memory-mapped, the capacity tier an ordinary directory. The `splitkv` preset's
+//! fast area (the hot store's slabs) then updates small items in place as memory stores; the
+//! hot store's main behaviours hold there: objects in slabs survive a reopen, migration past
+//! 80% keeps every value readable, a damaged slot names its file and offset. A pm tier on a
+//! directory that is not tmpfs or a DAX mount is refused naming the option.
+//!
+//! Where `/dev/shm` is missing the tests that need it return early.
+
+mod common;
+
+use common::tiny;
+use std::path::{Path, PathBuf};
+use tierkv::{
+    Db, Error, Options, Preset, ReadOptions, TierConfig, TierKind, WalMode, WriteOptions,
+};
+
+/// A fast tier on /dev/shm and a capacity tier on disk, removed at drop.
+struct PmDirs {
+    fast: tempfile::TempDir,
+    capacity: tempfile::TempDir,
+}
+
+impl PmDirs {
+    fn new() -> Option<PmDirs> {
+        if !Path::new("/dev/shm").is_dir() {
+            return None;
+        }
+        Some(PmDirs {
+            fast: tempfile::tempdir_in("/dev/shm").unwrap(),
+            capacity: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    fn fast(&self) -> PathBuf {
+        self.fast.path().join("db")
+    }
+
+    /// The `splitkv` preset on tiny tables, a 64 KiB hot store on the pm tier.
+    fn options(&self, mode: WalMode) -> Options {
+        tiny()
+            .tier(TierConfig::new("fast", self.fast()).with_kind(TierKind::Pm))
+            .tier(TierConfig::new("capacity", self.capacity.path().join("db")))
+            .preset(Preset::SplitKv)
+            .hot_budget(64 << 10)
+            .wal(mode)
+            .build()
+            .expect("valid options")
+    }
+}
+
+fn small_value(key: &str) -> Vec<u8> {
+    let mut v = format!("{key}=").into_bytes();
+    v.resize(200, b'.');
+    v
+}
+
+fn large_value(key: &str) -> Vec<u8> {
+    let mut v = format!("{key}=").into_bytes();
+    v.resize(8 << 10, b'#');
+    v
+}
+
+fn get(db: &Db, k: &str) -> Option<Vec<u8>> {
+    db.get(&ReadOptions::default(), k.as_bytes()).unwrap()
+}
+
+fn put_all(db: &Db, keys: &[String], value: fn(&str) -> Vec<u8>) {
+    let w = WriteOptions::default();
+    for k in keys {
+        db.put(&w, k.as_bytes(), &value(k)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+}
+
+fn names(prefix: &str, n: u32) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:03}")).collect()
+}
+
+/// Reads `keys` once each and returns how many the hot store answered.
+fn answered_by_store(db: &Db, keys: &[String]) -> u64 {
+    let before = db.stats().hot_tier.expect("hot store on").reads_hot;
+    for k in keys {
+        assert!(get(db, k).is_some(), "{k} readable");
+    }
+    db.stats().hot_tier.expect("hot store on").reads_hot - before
+}
+
+#[test]
+fn small_items_live_in_mapped_slabs_and_survive_reopen_in_every_wal_mode() {
+    for mode in [WalMode::Group, WalMode::Parallel, WalMode::Append] {
+        let Some(dirs) = PmDirs::new() else { return };
+        let db = Db::open(dirs.options(mode)).unwrap();
+        let small = names("small", 40);
+        let big = names("big", 3);
+        put_all(&db, &small, small_value);
+        put_all(&db, &big, large_value);
+        let h = db.stats().hot_tier.expect("hot store on");
+        assert_eq!(h.objects, 40, "{mode:?}: {h:?}");
+        assert_eq!(h.placed_value_log, (3, 3 * (8 << 10)), "{mode:?}: {h:?}");
+        // In-place updates of the same keys: still 40 objects, the newest value read.
+        let w = WriteOptions::sync();
+        for k in &small[..10] {
+            db.put(&w, k.as_bytes(), b"updated in place").unwrap();
+        }
+        db.flush().unwrap();
+        assert_eq!(get(&db, &small[3]), Some(b"updated in place".to_vec()));
+        drop(db);
+
+        let slabs = std::fs::read_dir(dirs.fast().join("hot")).unwrap().count();
+        assert!(slabs >= 2, "{mode:?}: slab files on the pm tier");
+        let db = Db::open(dirs.options(mode)).unwrap();
+        for k in &small[..10] {
+            assert_eq!(get(&db, k), Some(b"updated in place".to_vec()), "{mode:?}");
+        }
+        for k in &small[10..] {
+            assert_eq!(get(&db, k), Some(small_value(k)), "{mode:?}: {k}");
+        }
+        for k in &big {
+            assert_eq!(get(&db, k), Some(large_value(k)), "{mode:?}: {k}");
+        }
+        assert_eq!(answered_by_store(&db, &small), 40, "{mode:?}");
+    }
+}
+
+#[test]
+fn unflushed_synced_writes_come_back_from_the_mapped_wal() {
+    let Some(dirs) = PmDirs::new() else { return };
+    let db = Db::open(dirs.options(WalMode::Group)).unwrap();
+    let keys = names("wal", 30);
+    for k in &keys {
+        db.put(&WriteOptions::sync(), k.as_bytes(), &small_value(k))
+            .unwrap();
+    }
+    // Dropped without a flush: the memtable is rebuilt from the WAL on the pm tier.
+    drop(db);
+    let db = Db::open(dirs.options(WalMode::Group)).unwrap();
+    for k in &keys {
+        assert_eq!(get(&db, k), Some(small_value(k)), "{k}");
+    }
+}
+
+#[test]
+fn cold_items_migrate_past_80_percent_and_every_value_reads_back() {
+    let Some(dirs) = PmDirs::new() else { return };
+    let db = Db::open(dirs.options(WalMode::Group)).unwrap();
+    let hot = names("hot", 100);
+    let cold = names("cold", 150);
+    put_all(&db, &hot, small_value);
+    for _ in 0..20 {
+        assert_eq!(answered_by_store(&db, &hot), 100);
+    }
+    put_all(&db, &cold[..50], small_value);
+    put_all(&db, &cold[50..100], small_value);
+    put_all(&db, &cold[100..], small_value);
+    let h = db.stats().hot_tier.expect("hot store on");
+    assert!(h.migration_rounds >= 1, "{h:?}");
+    assert!(h.migrated_objects >= 100, "{h:?}");
+    assert!(h.bytes as f64 <= 0.8 * (64 << 10) as f64, "{h:?}");
+    assert_eq!(answered_by_store(&db, &hot), 100, "hot keys stayed");
+    drop(db);
+    let db = Db::open(dirs.options(WalMode::Group)).unwrap();
+    for k in hot.iter().chain(&cold) {
+        assert_eq!(get(&db, k), Some(small_value(k)), "after reopen: {k}");
+    }
+}
+
+#[test]
+fn a_damaged_slot_in_a_mapped_slab_is_corruption_naming_file_and_offset() {
+    let Some(dirs) = PmDirs::new() else { return };
+    let db = Db::open(dirs.options(WalMode::Group)).unwrap();
+    for i in 0..10u32 {
+        db.put(
+            &WriteOptions::default(),
+            format!("k{i}").as_bytes(),
+            b"value",
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.put(&WriteOptions::default(), b"other", &[9; 250])
+        .unwrap();
+    db.flush().unwrap();
+    drop(db);
+    // Slot 3 of the 100-byte class: flip a bit of its key.
+    let slab = dirs.fast().join("hot").join("slab-00-0100.slab");
+    let mut bytes = std::fs::read(&slab).unwrap();
+    bytes[300 + 19] ^= 1;
+    std::fs::write(&slab, &bytes).unwrap();
+    match Db::open(dirs.options(WalMode::Group)) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, slab);
+            assert_eq!(offset, 300);
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_pm_tier_on_a_disk_directory_is_refused_naming_the_option() {
+    let disk = tempfile::tempdir().unwrap();
+    let on_tmpfs = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(disk.path())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "tmpfs")
+        .unwrap_or(false);
+    if on_tmpfs {
+        return; // nothing to refuse where the temporary directory is tmpfs
+    }
+    let opts = tiny()
+        .tier(TierConfig::new("fast", disk.path().join("fast")).with_kind(TierKind::Pm))
+        .tier(TierConfig::new("capacity", disk.path().join("capacity")))
+        .build()
+        .unwrap();
+    match Db::open(opts) {
+        Err(Error::InvalidArgument(msg)) => {
+            assert!(msg.contains("tiers[0].kind = \"pm\""), "{msg}");
+            assert!(msg.contains("fast"), "{msg}");
+        }
+        other => panic!("expected InvalidArgument, got {:?}", other.err()),
+    }
+    assert!(
+        !disk.path().join("fast").exists(),
+        "nothing created on refusal"
+    );
+}
+
+#[test]
+fn pm_tier_kind_from_toml() {
+    let text = r#"
+        [[tier]]
+        name = "fast"
+        path = "/dev/shm/tierkv/fast"
+        kind = "pm"
+
+        [[tier]]
+        name = "capacity"
+        path = "/var/lib/tierkv/capacity"
+    "#;
+    let opts = Options::from_toml_str(text).unwrap();
+    assert_eq!(opts.tiers[0].kind, TierKind::Pm);
+    assert_eq!(opts.tiers[1].kind, TierKind::Block);
+    let bad = text.replace("kind = \"pm\"", "kind = \"optane\"");
+    assert!(Options::from_toml_str(&bad).is_err());
+}
