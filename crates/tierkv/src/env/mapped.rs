@@ -6,9 +6,12 @@
 //! is `msync` of the range written since the last one:
 //! - `append` grows the file with `ftruncate` to its exact new length (so a reader or a crash
 //!   never sees a padded tail), maps ahead in growing steps, and copies the bytes in.
-//! - `open_positional` extends the file to its length with `ftruncate` (a hole reads as zeros,
-//!   and on tmpfs or DAX no block map changes later) and maps it whole; `write_at` is a copy,
-//!   durable with `msync` of the written range.
+//! - `open_positional` extends the file to its length (allocated, then `ftruncate`: it reads
+//!   as zeros, and on tmpfs or DAX no block map changes later) and maps it whole; `write_at`
+//!   is a copy, durable with `msync` of the written range.
+//! - Storage is allocated (`fallocate`) before a store into the mapping needs it, appends in
+//!   1 MiB steps past the end: a full mount then fails the write with `ENOSPC` instead of
+//!   killing the process with `SIGBUS` at the store.
 //! - Directory operations and locks are [`PosixFs`]'s.
 //!
 //! Durability: on a DAX mount `msync` is the persistence point (the kernel flushes the CPU
@@ -29,6 +32,8 @@ use std::sync::Arc;
 const MIN_APPEND_MAP: u64 = 1 << 20;
 /// The largest step by which an appended file's mapping grows at once.
 const MAX_APPEND_STEP: u64 = 256 << 20;
+/// The step by which an appended file's storage is allocated ahead of its length.
+const ALLOCATE_STEP: u64 = 1 << 20;
 
 /// The memory-mapped file system of a `pm` tier.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,6 +59,33 @@ fn map_mut(file: &File, len: u64, path: &Path) -> Result<MmapMut> {
     // length first.
     unsafe { MmapOptions::new().len(len as usize).map_mut(file) }
         .map_err(|e| Error::io("mmap", path, e))
+}
+
+/// Allocates storage for `len` bytes of `file` at `offset` (`keep_size`: past its end,
+/// without changing its length), so that a store into the mapping never needs a page the
+/// mount cannot give: on a full tmpfs that store would kill the process with `SIGBUS`, where
+/// this returns `ENOSPC` as an error naming the file. A mount that cannot allocate ahead
+/// (`EOPNOTSUPP`) is left to fault as before.
+fn allocate(file: &File, offset: u64, len: u64, keep_size: bool, path: &Path) -> Result<()> {
+    use std::os::unix::io::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
+    let mode = if keep_size {
+        libc::FALLOC_FL_KEEP_SIZE
+    } else {
+        0
+    };
+    // SAFETY: the descriptor is open for writing for the duration of the call.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset as i64, len as i64) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(Error::io("fallocate", path, err)),
+    }
 }
 
 /// The error for an access of `len` bytes at `offset` past a file's `size`.
@@ -168,6 +200,8 @@ struct MappedAppend {
     size: u64,
     /// Bytes from the start known durable: `sync` flushes from here to `size`.
     synced: u64,
+    /// Bytes from the start with storage allocated (`allocate`), at least `size`.
+    allocated: u64,
 }
 
 impl MappedAppend {
@@ -178,6 +212,7 @@ impl MappedAppend {
             map: None,
             size,
             synced: size,
+            allocated: size,
         }
     }
 
@@ -206,6 +241,11 @@ impl WritableFile for MappedAppend {
         }
         let end = self.size + data.len() as u64;
         self.reserve(end)?;
+        if end > self.allocated {
+            let to = end.next_multiple_of(ALLOCATE_STEP);
+            allocate(&self.file, self.allocated, to - self.allocated, true, &self.path)?;
+            self.allocated = to;
+        }
         // NB: the length first: a store to a mapped page past the end of the file faults.
         self.file
             .set_len(end)
@@ -288,8 +328,9 @@ impl MappedPositional {
             .map_err(|e| Error::io("open", path, e))?;
         let mut size = file_len(&file, path)?;
         if size < len {
-            // A hole reads as zeros; on tmpfs and DAX filling it later changes no block map
+            // Allocated zeros; on tmpfs and DAX filling them later changes no block map
             // that a sync would have to write. The new length is durable before we return.
+            allocate(&file, size, len - size, false, path)?;
             file.set_len(len)
                 .map_err(|e| Error::io("ftruncate", path, e))?;
             file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
@@ -430,6 +471,29 @@ mod tests {
         let mut buf = [0u8; 4];
         again.read_exact_at(64, &mut buf).unwrap();
         assert_eq!(&buf, b"slot");
+    }
+
+    /// Storage comes before the store into the mapping: on a full tmpfs the append fails
+    /// with `ENOSPC` rather than the process with `SIGBUS` (tmpfs counts the blocks).
+    #[test]
+    fn appends_and_positional_files_allocate_before_they_store() {
+        use std::os::unix::fs::MetadataExt;
+        if !Path::new("/dev/shm").is_dir() {
+            return;
+        }
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let fs = MappedFs::new();
+        let log = dir.path().join("000007.log");
+        let mut f = fs.create(&log).unwrap();
+        f.append(b"one record").unwrap();
+        let meta = std::fs::metadata(&log).unwrap();
+        assert_eq!(meta.len(), 10, "the length stays exact");
+        assert!(meta.blocks() * 512 >= ALLOCATE_STEP, "allocated ahead: {meta:?}");
+
+        let slab = dir.path().join("slab");
+        drop(fs.open_positional(&slab, 64 << 10).unwrap());
+        let meta = std::fs::metadata(&slab).unwrap();
+        assert!(meta.blocks() * 512 >= 64 << 10, "allocated whole: {meta:?}");
     }
 
     #[test]
