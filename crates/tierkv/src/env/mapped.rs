@@ -242,8 +242,27 @@ impl WritableFile for MappedAppend {
         let end = self.size + data.len() as u64;
         self.reserve(end)?;
         if end > self.allocated {
-            let to = end.next_multiple_of(ALLOCATE_STEP);
-            allocate(&self.file, self.allocated, to - self.allocated, true, &self.path)?;
+            let step = end.next_multiple_of(ALLOCATE_STEP);
+            // NB: a mount too full for the step may still hold the bytes themselves.
+            let to = match allocate(
+                &self.file,
+                self.allocated,
+                step - self.allocated,
+                true,
+                &self.path,
+            ) {
+                Ok(()) => step,
+                Err(_) => {
+                    allocate(
+                        &self.file,
+                        self.allocated,
+                        end - self.allocated,
+                        true,
+                        &self.path,
+                    )?;
+                    end
+                }
+            };
             self.allocated = to;
         }
         // NB: the length first: a store to a mapped page past the end of the file faults.
@@ -488,7 +507,10 @@ mod tests {
         f.append(b"one record").unwrap();
         let meta = std::fs::metadata(&log).unwrap();
         assert_eq!(meta.len(), 10, "the length stays exact");
-        assert!(meta.blocks() * 512 >= ALLOCATE_STEP, "allocated ahead: {meta:?}");
+        assert!(
+            meta.blocks() * 512 >= ALLOCATE_STEP,
+            "allocated ahead: {meta:?}"
+        );
 
         let slab = dir.path().join("slab");
         drop(fs.open_positional(&slab, 64 << 10).unwrap());
