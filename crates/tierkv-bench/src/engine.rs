@@ -308,6 +308,9 @@ pub struct Profile {
     /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
     /// `capacity_levels`).
     pub capacity_levels: Option<tierkv::CapacityLevels>,
+    /// The group WAL's parallel memtable insertion (`cmw=0` off, `cmw=1` on; tierkv's
+    /// `wal.concurrent_memtable_writes`), if named.
+    pub concurrent_memtable_writes: Option<bool>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -371,6 +374,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let (mut hot, mut split, mut splitkv, mut blob, mut prismdb) =
         (false, false, false, false, false);
     let (mut msc_policy, mut capacity_levels) = (None, None);
+    let mut concurrent_memtable_writes = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -402,6 +406,17 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     bail!("msc given twice in profile {profile:?}");
                 }
                 msc_policy = Some(parse_msc_policy(value)?);
+                continue;
+            }
+            Some(("cmw", value)) => {
+                if concurrent_memtable_writes.is_some() {
+                    bail!("cmw given twice in profile {profile:?}");
+                }
+                concurrent_memtable_writes = Some(match value {
+                    "0" => false,
+                    "1" => true,
+                    _ => bail!("cmw={value}: expected 0 (off) or 1 (on)"),
+                });
                 continue;
             }
             Some(("runs", value)) => {
@@ -477,6 +492,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         blob,
         msc_policy,
         capacity_levels,
+        concurrent_memtable_writes,
     })
 }
 
@@ -531,6 +547,9 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
                 );
+            }
+            if profile.concurrent_memtable_writes.is_some() {
+                bail!("engine {spec:?}: cmw is a tierkv profile");
             }
             if profile.wal.is_some() {
                 bail!(
@@ -700,6 +719,9 @@ mod tierkv_engine {
             }
             if let Some(bytes) = profile.bytes_per_sync {
                 b = b.bytes_per_sync(bytes);
+            }
+            if let Some(on) = profile.concurrent_memtable_writes {
+                b = b.wal_concurrent_memtable_writes(on);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -1176,6 +1198,7 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 capacity_levels: None,
+                concurrent_memtable_writes: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1228,6 +1251,7 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 capacity_levels: None,
+                concurrent_memtable_writes: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1245,6 +1269,7 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 capacity_levels: None,
+                concurrent_memtable_writes: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1256,6 +1281,10 @@ mod tests {
         assert_eq!(p("auto+lad1").levels_on_fast, 1);
         assert!(p("lad1+auto").auto);
         assert_eq!(p("lad2+bps=0").bytes_per_sync, Some(0));
+        assert_eq!(p("cmw=0").concurrent_memtable_writes, Some(false));
+        assert_eq!(p("group+cmw=1").concurrent_memtable_writes, Some(true));
+        assert!(parse_profile("cmw=2").is_err());
+        assert!(parse_profile("cmw=0+cmw=1").is_err());
         assert_eq!(p("auto+bps=524288").bytes_per_sync, Some(512 << 10));
         let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(

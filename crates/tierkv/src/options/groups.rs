@@ -262,6 +262,11 @@ pub struct WalOptions {
     /// allocation inside the write path: the writer that replaces the active zone finishes it
     /// and resets the next one itself (ZenFS's way). Default 2. Range 0..=8.
     pub reserved_zones: u32,
+    /// Group WAL: once a group is logged, its batches are inserted into the memtable by the
+    /// leader, the group's waiting writers and pipeline workers together rather than by the
+    /// leader alone (RocksDB's concurrent memtable writes); groups still become visible whole
+    /// and in order. Small groups are inserted by the leader either way. Default true.
+    pub concurrent_memtable_writes: bool,
 }
 
 impl Default for WalOptions {
@@ -280,6 +285,7 @@ impl Default for WalOptions {
             zoned_leader: false,
             zoned_append: true,
             reserved_zones: 2,
+            concurrent_memtable_writes: true,
         }
     }
 }

@@ -8,11 +8,16 @@
 //! in the queue then leads. An asynchronous writer has no thread of its own: when it reaches
 //! the front, a worker leads for it.
 //!
+//! With `wal.concurrent_memtable_writes`, a group big enough to be worth it is inserted by the
+//! leader, the waiting writers and pipeline workers together ([`insert`]); the leader publishes
+//! once the last batch is in.
+//!
 //! INVARIANT: sequence numbers are published only after every entry up to them is in the
 //! memtable, so a reader never sees write n+1 without write n.
 //! INVARIANT: each log file is an append stream synced as a prefix, and an older one is synced
 //! before a newer one is ([`set`]), so recovery can always rebuild a prefix of history.
 
+mod insert;
 mod recover;
 pub mod set;
 
@@ -28,6 +33,7 @@ use crate::memtable::MemTable;
 use crate::options::{Durability, Options};
 use crate::stats::Counters;
 use crate::tier::{FileKind, TierId, Tiers, WriteKind};
+use insert::GroupInserts;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -37,6 +43,9 @@ use std::thread::JoinHandle;
 pub const WAL_BUFFER: usize = 256 << 10;
 /// Largest total of batch bytes one leader commits as a group.
 const MAX_GROUP_BYTES: usize = 1 << 20;
+/// Fewest operations in a group of several batches that is inserted in parallel: below it,
+/// waking helpers costs more than the leader's own inserts.
+const MIN_PARALLEL_OPS: usize = 32;
 
 /// A queued write.
 struct Writer {
@@ -61,6 +70,12 @@ pub(crate) struct GroupWal {
     tiers: Arc<Tiers>,
     /// How far a log file is preallocated at a time.
     preallocation: u64,
+    /// Insert big groups into the memtable in parallel (`wal.concurrent_memtable_writes`).
+    concurrent_inserts: bool,
+    /// Pipeline workers a leader may ask to help insert asynchronous writers' batches.
+    insert_workers: usize,
+    /// The group being inserted in parallel, for queued writers to help with.
+    inserting: Mutex<Option<Arc<GroupInserts>>>,
     /// This WAL, for work deferred to a worker.
     me: Weak<GroupWal>,
 }
@@ -83,6 +98,9 @@ impl GroupWal {
             writers_cv: Condvar::new(),
             tiers: Arc::clone(tiers),
             preallocation,
+            concurrent_inserts: opts.wal.concurrent_memtable_writes,
+            insert_workers: opts.pipeline.workers,
+            inserting: Mutex::new(None),
             me: me.clone(),
         }))
     }
@@ -102,6 +120,13 @@ impl GroupWal {
             }
             if queue.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
                 break;
+            }
+            if let Some(inserts) = self.group_needing_help() {
+                // NB: a waiting writer would only sleep until the group is published.
+                drop(queue);
+                inserts.help();
+                queue = self.writers.lock();
+                continue;
             }
             self.writers_cv.wait(&mut queue);
         }
@@ -168,6 +193,7 @@ impl GroupWal {
         if batches.is_empty() {
             return Ok(());
         }
+        let group_len = batches.len();
         let durability = group.iter().map(|w| w.durability).max().unwrap_or_default();
         let first = host.last_sequence() + 1;
         let mut seq = first;
@@ -181,19 +207,74 @@ impl GroupWal {
         }
         self.append(host, &payloads, durability, first)?;
         let mem = host.active_memtable();
-        let mut s = first;
-        for b in &batches {
-            s = mem.insert_batch(s, b);
+        if self.concurrent_inserts && worth_parallel(&batches, seq - first) {
+            let waiting = group.iter().skip(1).filter(|w| !is_async(w)).count();
+            self.insert_in_parallel(host, mem, first, batches, waiting);
+            Counters::add(&host.counters().parallel_insert_groups, 1);
+        } else {
+            let mut s = first;
+            for b in &batches {
+                s = mem.insert_batch(s, b);
+            }
         }
+        // NB: every batch of the group is in the memtable here, whoever inserted it.
         host.publish(seq - 1);
         let c = host.counters();
-        Counters::add(&c.writes, batches.len() as u64);
+        Counters::add(&c.writes, group_len as u64);
         Counters::add(&c.write_groups, 1);
         Counters::add(&c.user_bytes_written, user_bytes);
         if durability == Durability::Sync {
             Counters::add(&c.synced_groups, 1);
         }
         Ok(())
+    }
+
+    /// Inserts `batches` (numbered from `first`) into `mem` with help from the writers waiting
+    /// in the queue (`waiting` of them belong to this group) and, for the rest, pipeline
+    /// workers; returns once every batch is in.
+    fn insert_in_parallel(
+        &self,
+        host: &dyn WalHost,
+        mem: Arc<MemTable>,
+        first: u64,
+        batches: Vec<WriteBatch>,
+        waiting: usize,
+    ) {
+        let mut seq = first;
+        let numbered = batches
+            .into_iter()
+            .map(|b| {
+                let at = seq;
+                seq += b.len() as u64;
+                (at, b)
+            })
+            .collect();
+        let inserts = GroupInserts::new(mem, numbered);
+        *self.inserting.lock() = Some(Arc::clone(&inserts));
+        // NB: a writer looks for the group under the queue lock before it waits; taking the
+        // lock once here means it either saw the group or is waiting when we notify.
+        drop(self.writers.lock());
+        if waiting > 0 {
+            self.writers_cv.notify_all();
+        }
+        let batches_without_thread = inserts.batch_count().saturating_sub(1 + waiting);
+        for _ in 0..batches_without_thread.min(self.insert_workers) {
+            let inserts = Arc::clone(&inserts);
+            host.defer(Box::new(move |_| {
+                inserts.help();
+            }));
+        }
+        inserts.finish();
+        *self.inserting.lock() = None;
+    }
+
+    /// The group being inserted in parallel, if some batch is still unclaimed.
+    fn group_needing_help(&self) -> Option<Arc<GroupInserts>> {
+        self.inserting
+            .lock()
+            .as_ref()
+            .filter(|inserts| inserts.has_unclaimed())
+            .cloned()
     }
 
     fn append(
@@ -330,6 +411,16 @@ impl LogRoom for FileRoom<'_> {
     fn rotate(&mut self, mem: &Arc<MemTable>) -> Result<()> {
         self.wal.rotate_file(mem.wal_number())
     }
+}
+
+/// True for an asynchronous writer: no thread waits for it, a handle does.
+fn is_async(writer: &Writer) -> bool {
+    writer.completer.lock().is_some()
+}
+
+/// True if a group of `batches` holding `ops` operations is worth inserting in parallel.
+fn worth_parallel(batches: &[WriteBatch], ops: u64) -> bool {
+    batches.len() > 1 && ops >= MIN_PARALLEL_OPS as u64
 }
 
 /// The front writers whose batches fit in one group.
