@@ -311,6 +311,9 @@ pub struct Profile {
     /// The group WAL's parallel memtable insertion (`cmw=0` off, `cmw=1` on; tierkv's
     /// `wal.concurrent_memtable_writes`), if named.
     pub concurrent_memtable_writes: Option<bool>,
+    /// The fewest operations of a group inserted in parallel (`cmwops=N`; tierkv's
+    /// `wal.concurrent_memtable_min_ops`), if named.
+    pub concurrent_memtable_min_ops: Option<usize>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -375,6 +378,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         (false, false, false, false, false);
     let (mut msc_policy, mut capacity_levels) = (None, None);
     let mut concurrent_memtable_writes = None;
+    let mut concurrent_memtable_min_ops = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -417,6 +421,16 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     "1" => true,
                     _ => bail!("cmw={value}: expected 0 (off) or 1 (on)"),
                 });
+                continue;
+            }
+            Some(("cmwops", value)) => {
+                if concurrent_memtable_min_ops.is_some() {
+                    bail!("cmwops given twice in profile {profile:?}");
+                }
+                let ops = value
+                    .parse()
+                    .with_context(|| format!("cmwops={value}: expected an operation count"))?;
+                concurrent_memtable_min_ops = Some(ops);
                 continue;
             }
             Some(("runs", value)) => {
@@ -493,6 +507,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         msc_policy,
         capacity_levels,
         concurrent_memtable_writes,
+        concurrent_memtable_min_ops,
     })
 }
 
@@ -548,8 +563,10 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
                 );
             }
-            if profile.concurrent_memtable_writes.is_some() {
-                bail!("engine {spec:?}: cmw is a tierkv profile");
+            if profile.concurrent_memtable_writes.is_some()
+                || profile.concurrent_memtable_min_ops.is_some()
+            {
+                bail!("engine {spec:?}: cmw and cmwops are tierkv profiles");
             }
             if profile.wal.is_some() {
                 bail!(
@@ -722,6 +739,9 @@ mod tierkv_engine {
             }
             if let Some(on) = profile.concurrent_memtable_writes {
                 b = b.wal_concurrent_memtable_writes(on);
+            }
+            if let Some(ops) = profile.concurrent_memtable_min_ops {
+                b = b.wal_concurrent_memtable_min_ops(ops);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -1199,6 +1219,7 @@ mod tests {
                 msc_policy: None,
                 capacity_levels: None,
                 concurrent_memtable_writes: None,
+                concurrent_memtable_min_ops: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1252,6 +1273,7 @@ mod tests {
                 msc_policy: None,
                 capacity_levels: None,
                 concurrent_memtable_writes: None,
+                concurrent_memtable_min_ops: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1270,6 +1292,7 @@ mod tests {
                 msc_policy: None,
                 capacity_levels: None,
                 concurrent_memtable_writes: None,
+                concurrent_memtable_min_ops: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1285,6 +1308,8 @@ mod tests {
         assert_eq!(p("group+cmw=1").concurrent_memtable_writes, Some(true));
         assert!(parse_profile("cmw=2").is_err());
         assert!(parse_profile("cmw=0+cmw=1").is_err());
+        assert_eq!(p("cmwops=1").concurrent_memtable_min_ops, Some(1));
+        assert!(parse_profile("cmwops=x").is_err());
         assert_eq!(p("auto+bps=524288").bytes_per_sync, Some(512 << 10));
         let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(

@@ -230,6 +230,7 @@ fn visibility_follows_acknowledgement(concurrent: bool) {
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
     assert!(checked > 0);
+    assert_eq!(db.stats().parallel_insert_groups > 0, concurrent);
 }
 
 #[test]

@@ -340,6 +340,9 @@ struct Shape {
     /// Values of this many bytes or more go to the value log (`values = "split"`); 0: every
     /// value inline.
     split_threshold: u64,
+    /// The fewest operations of a write group inserted into the memtable in parallel
+    /// (`wal.concurrent_memtable_min_ops`).
+    parallel_insert_min_ops: usize,
 }
 
 const BASE: Shape = Shape {
@@ -357,6 +360,7 @@ const BASE: Shape = Shape {
     hot_budget: 0,
     hot_eviction: HotEviction::Msc,
     split_threshold: 0,
+    parallel_insert_min_ops: 32,
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
@@ -377,6 +381,7 @@ fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
         .l0_compaction_trigger(2)
         .compression(shape.compression)
         .background_threads(shape.background_threads)
+        .wal_concurrent_memtable_min_ops(shape.parallel_insert_min_ops)
         .fs(fs)
         .build()
         .expect("valid options")
@@ -1239,13 +1244,15 @@ fn crash_sweep_manifest_roll() {
     );
 }
 
-/// Four writers at once, so write groups hold several batches of mixed durability; each
-/// writer's keys must come back as a prefix of its own history.
+/// Four writers at once, so write groups hold several batches of mixed durability, each group
+/// inserted into the memtable in parallel; each writer's keys must come back as a prefix of its
+/// own history.
 #[test]
 fn crash_sweep_concurrent_writers() {
     let shape = Shape {
         name: "4-writers",
         writers: 4,
+        parallel_insert_min_ops: 1,
         ..BASE
     };
     sweep(

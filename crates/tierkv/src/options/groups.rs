@@ -267,6 +267,10 @@ pub struct WalOptions {
     /// leader alone (RocksDB's concurrent memtable writes); groups still become visible whole
     /// and in order. Small groups are inserted by the leader either way. Default true.
     pub concurrent_memtable_writes: bool,
+    /// Group WAL, with `concurrent_memtable_writes`: the fewest operations a group of several
+    /// batches must hold to be inserted in parallel; a smaller group is inserted by its leader,
+    /// for whom waking helpers would cost more than the inserts. Default 32. Range 1..=1048576.
+    pub concurrent_memtable_min_ops: usize,
 }
 
 impl Default for WalOptions {
@@ -286,6 +290,7 @@ impl Default for WalOptions {
             zoned_append: true,
             reserved_zones: 2,
             concurrent_memtable_writes: true,
+            concurrent_memtable_min_ops: 32,
         }
     }
 }
@@ -298,6 +303,12 @@ impl WalOptions {
             check_range("wal_group_bytes", bytes, 64 << 10, 64 << 30)?;
         }
         check_range("wal_reserved_zones", self.reserved_zones, 0, 8)?;
+        check_range(
+            "wal_concurrent_memtable_min_ops",
+            self.concurrent_memtable_min_ops,
+            1,
+            1 << 20,
+        )?;
         if !self.zoned_append && !self.zoned_leader {
             return Err(Error::invalid(
                 "wal_zoned_append = false writes at the write pointer, which needs one writer \
