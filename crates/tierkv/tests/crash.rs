@@ -340,9 +340,9 @@ struct Shape {
     /// Values of this many bytes or more go to the value log (`values = "split"`); 0: every
     /// value inline.
     split_threshold: u64,
-    /// The fewest operations of a write group inserted into the memtable in parallel
-    /// (`wal.concurrent_memtable_min_ops`).
-    parallel_insert_min_ops: usize,
+    /// Write groups overlap and are inserted into the memtable in parallel, however small
+    /// (`wal.concurrent_memtable_writes`, `wal.concurrent_memtable_min_ops = 1`).
+    parallel_inserts: bool,
 }
 
 const BASE: Shape = Shape {
@@ -360,7 +360,7 @@ const BASE: Shape = Shape {
     hot_budget: 0,
     hot_eviction: HotEviction::Msc,
     split_threshold: 0,
-    parallel_insert_min_ops: 32,
+    parallel_inserts: false,
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
@@ -381,7 +381,8 @@ fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
         .l0_compaction_trigger(2)
         .compression(shape.compression)
         .background_threads(shape.background_threads)
-        .wal_concurrent_memtable_min_ops(shape.parallel_insert_min_ops)
+        .wal_concurrent_memtable_writes(shape.parallel_inserts)
+        .wal_concurrent_memtable_min_ops(1)
         .fs(fs)
         .build()
         .expect("valid options")
@@ -1244,15 +1245,31 @@ fn crash_sweep_manifest_roll() {
     );
 }
 
-/// Four writers at once, so write groups hold several batches of mixed durability, each group
-/// inserted into the memtable in parallel; each writer's keys must come back as a prefix of its
-/// own history.
+/// Four writers at once, so write groups hold several batches of mixed durability; each
+/// writer's keys must come back as a prefix of its own history.
 #[test]
 fn crash_sweep_concurrent_writers() {
     let shape = Shape {
         name: "4-writers",
         writers: 4,
-        parallel_insert_min_ops: 1,
+        ..BASE
+    };
+    sweep(
+        shape,
+        STEPS / 4,
+        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
+        &[],
+    );
+}
+
+/// The same with overlapping write groups, each inserted into the memtable by several threads
+/// (`wal.concurrent_memtable_writes`): recovery still finds a prefix of each writer's history.
+#[test]
+fn crash_sweep_concurrent_writers_parallel_inserts() {
+    let shape = Shape {
+        name: "4-writers-parallel-inserts",
+        writers: 4,
+        parallel_inserts: true,
         ..BASE
     };
     sweep(

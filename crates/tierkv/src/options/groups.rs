@@ -262,10 +262,12 @@ pub struct WalOptions {
     /// allocation inside the write path: the writer that replaces the active zone finishes it
     /// and resets the next one itself (ZenFS's way). Default 2. Range 0..=8.
     pub reserved_zones: u32,
-    /// Group WAL: once a group is logged, its batches are inserted into the memtable by the
-    /// leader, the group's waiting writers and pipeline workers together rather than by the
-    /// leader alone (RocksDB's concurrent memtable writes); groups still become visible whole
-    /// and in order. Small groups are inserted by the leader either way. Default true.
+    /// Group WAL: the leader passes the lead on once its group is logged, so the next group is
+    /// logged and synced while this one is inserted into the memtable, and a group's batches
+    /// are inserted by the leader, the group's waiting writers and pipeline workers together
+    /// rather than by the leader alone (RocksDB's concurrent memtable writes); groups still
+    /// become visible whole and in order. Small groups are inserted by their leader either
+    /// way. Default false: on a 2-core machine it measured no faster (BENCHMARKS.md).
     pub concurrent_memtable_writes: bool,
     /// Group WAL, with `concurrent_memtable_writes`: the fewest operations a group of several
     /// batches must hold to be inserted in parallel; a smaller group is inserted by its leader,
@@ -289,7 +291,7 @@ impl Default for WalOptions {
             zoned_leader: false,
             zoned_append: true,
             reserved_zones: 2,
-            concurrent_memtable_writes: true,
+            concurrent_memtable_writes: false,
             concurrent_memtable_min_ops: 32,
         }
     }
