@@ -262,12 +262,13 @@ pub struct WalOptions {
     /// allocation inside the write path: the writer that replaces the active zone finishes it
     /// and resets the next one itself (ZenFS's way). Default 2. Range 0..=8.
     pub reserved_zones: u32,
-    /// Group WAL: the leader passes the lead on once its group is logged, so the next group is
-    /// logged and synced while this one is inserted into the memtable, and a group's batches
-    /// are inserted by the leader, the group's waiting writers and pipeline workers together
-    /// rather than by the leader alone (RocksDB's concurrent memtable writes); groups still
-    /// become visible whole and in order. Small groups are inserted by their leader either
-    /// way. Default false: on a 2-core machine it measured no faster (BENCHMARKS.md).
+    /// Group WAL: a group of several batches with at least `concurrent_memtable_min_ops`
+    /// operations passes the lead on once it is logged, so the next group is logged and synced
+    /// while this one is inserted into the memtable, and its batches are inserted by the
+    /// leader, the group's waiting writers and pipeline workers together rather than by the
+    /// leader alone (RocksDB's concurrent memtable writes); groups still become visible whole
+    /// and in order. Smaller groups are inserted by their leader as with the option off.
+    /// Default false: on a 2-core machine it measured no faster (BENCHMARKS.md).
     pub concurrent_memtable_writes: bool,
     /// Group WAL, with `concurrent_memtable_writes`: the fewest operations a group of several
     /// batches must hold to be inserted in parallel; a smaller group is inserted by its leader,

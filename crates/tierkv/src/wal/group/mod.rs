@@ -65,6 +65,8 @@ struct Writer {
 /// A group logged and not yet published.
 struct Logged {
     batches: Vec<WriteBatch>,
+    /// Operations in all batches.
+    ops: u64,
     /// The first batch's first sequence number; the others follow back to back.
     first: u64,
     ticket: Ticket,
@@ -155,9 +157,9 @@ impl GroupWal {
     }
 
     /// Leads the group starting at `me` (the queue's front): makes room, logs the group, passes
-    /// the lead on, inserts and publishes the group and hands every member its result. With
-    /// `concurrent_inserts` the lead passes on as soon as the group is logged, so the next
-    /// group is logged while this one is inserted; otherwise only once it is published.
+    /// the lead on, inserts and publishes the group and hands every member its result. A group
+    /// inserted in parallel passes the lead on as soon as it is logged, so the next group is
+    /// logged while this one is inserted; any other only once it is published.
     fn lead(&self, host: &dyn WalHost, me: &Arc<Writer>, check: Option<Check<'_>>) -> Result<()> {
         // Followers may enqueue meanwhile; the group is taken under the lock.
         let bytes = me.batch.lock().as_ref().map_or(0, WriteBatch::user_bytes);
@@ -180,7 +182,10 @@ impl GroupWal {
         };
         drop(queue);
         let logged = room.and_then(|()| self.log_group(host, &group));
-        let result = if self.concurrent_inserts {
+        // NB: only a group worth inserting in parallel overlaps the next: a small one is
+        // inserted sooner than the next leader could wake.
+        let overlap = matches!(&logged, Ok(Some(l)) if self.worth_parallel(&l.batches, l.ops));
+        let result = if overlap {
             self.pass_lead(host, group.len());
             logged.and_then(|logged| self.apply_group(host, &group, logged))
         } else {
@@ -262,6 +267,7 @@ impl GroupWal {
         mem.begin_write();
         Ok(Some(Logged {
             batches,
+            ops,
             first,
             ticket,
             mem,
@@ -279,6 +285,7 @@ impl GroupWal {
     ) -> Result<()> {
         let Some(Logged {
             batches,
+            ops,
             first,
             ticket,
             mem,
@@ -288,7 +295,6 @@ impl GroupWal {
         else {
             return Ok(());
         };
-        let ops: u64 = batches.iter().map(|b| b.len() as u64).sum();
         let count = batches.len();
         if self.worth_parallel(&batches, ops) {
             let waiting = group.iter().skip(1).filter(|w| !is_async(w)).count();
