@@ -54,7 +54,7 @@ fn counter_batch(writer: usize, counter: u64) -> WriteBatch {
 /// Writes counters 1, 2, ... until `stop`; returns the last acknowledged one.
 fn blocking_writer(db: &Db, writer: usize, stop: &AtomicBool) -> u64 {
     let opts = WriteOptions {
-        durability: if writer % 2 == 0 {
+        durability: if writer.is_multiple_of(2) {
             Durability::Sync
         } else {
             Durability::Flush

@@ -106,7 +106,7 @@ mod tests {
             .map(|b| {
                 let mut batch = WriteBatch::new();
                 for op in 0..ops {
-                    batch.put(format!("b{b}-k{op}").as_bytes(), &b.to_le_bytes());
+                    batch.put(format!("b{b}-k{op}").as_bytes(), b.to_le_bytes());
                 }
                 (1 + b * ops, batch)
             })
