@@ -315,6 +315,12 @@ pub struct Profile {
     /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
     /// `capacity_levels`).
     pub capacity_levels: Option<tierkv::CapacityLevels>,
+    /// The group WAL's parallel memtable insertion (`cmw=0` off, `cmw=1` on; tierkv's
+    /// `wal.concurrent_memtable_writes`), if named.
+    pub concurrent_memtable_writes: Option<bool>,
+    /// The fewest operations of a group inserted in parallel (`cmwops=N`; tierkv's
+    /// `wal.concurrent_memtable_min_ops`), if named.
+    pub concurrent_memtable_min_ops: Option<usize>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -378,6 +384,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let (mut hot, mut split, mut splitkv, mut blob, mut prismdb) =
         (false, false, false, false, false);
     let (mut msc_policy, mut capacity_levels) = (None, None);
+    let mut concurrent_memtable_writes = None;
+    let mut concurrent_memtable_min_ops = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -409,6 +417,27 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     bail!("msc given twice in profile {profile:?}");
                 }
                 msc_policy = Some(parse_msc_policy(value)?);
+                continue;
+            }
+            Some(("cmw", value)) => {
+                if concurrent_memtable_writes.is_some() {
+                    bail!("cmw given twice in profile {profile:?}");
+                }
+                concurrent_memtable_writes = Some(match value {
+                    "0" => false,
+                    "1" => true,
+                    _ => bail!("cmw={value}: expected 0 (off) or 1 (on)"),
+                });
+                continue;
+            }
+            Some(("cmwops", value)) => {
+                if concurrent_memtable_min_ops.is_some() {
+                    bail!("cmwops given twice in profile {profile:?}");
+                }
+                let ops = value
+                    .parse()
+                    .with_context(|| format!("cmwops={value}: expected an operation count"))?;
+                concurrent_memtable_min_ops = Some(ops);
                 continue;
             }
             Some(("runs", value)) => {
@@ -484,6 +513,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         blob,
         msc_policy,
         capacity_levels,
+        concurrent_memtable_writes,
+        concurrent_memtable_min_ops,
     })
 }
 
@@ -538,6 +569,11 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
                 );
+            }
+            if profile.concurrent_memtable_writes.is_some()
+                || profile.concurrent_memtable_min_ops.is_some()
+            {
+                bail!("engine {spec:?}: cmw and cmwops are tierkv profiles");
             }
             if profile.wal.is_some() {
                 bail!(
@@ -717,6 +753,12 @@ mod tierkv_engine {
             }
             if let Some(bytes) = profile.bytes_per_sync {
                 b = b.bytes_per_sync(bytes);
+            }
+            if let Some(on) = profile.concurrent_memtable_writes {
+                b = b.wal_concurrent_memtable_writes(on);
+            }
+            if let Some(ops) = profile.concurrent_memtable_min_ops {
+                b = b.wal_concurrent_memtable_min_ops(ops);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -1220,6 +1262,8 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 capacity_levels: None,
+                concurrent_memtable_writes: None,
+                concurrent_memtable_min_ops: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1272,6 +1316,8 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 capacity_levels: None,
+                concurrent_memtable_writes: None,
+                concurrent_memtable_min_ops: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1289,6 +1335,8 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 capacity_levels: None,
+                concurrent_memtable_writes: None,
+                concurrent_memtable_min_ops: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1300,6 +1348,12 @@ mod tests {
         assert_eq!(p("auto+lad1").levels_on_fast, 1);
         assert!(p("lad1+auto").auto);
         assert_eq!(p("lad2+bps=0").bytes_per_sync, Some(0));
+        assert_eq!(p("cmw=0").concurrent_memtable_writes, Some(false));
+        assert_eq!(p("group+cmw=1").concurrent_memtable_writes, Some(true));
+        assert!(parse_profile("cmw=2").is_err());
+        assert!(parse_profile("cmw=0+cmw=1").is_err());
+        assert_eq!(p("cmwops=1").concurrent_memtable_min_ops, Some(1));
+        assert!(parse_profile("cmwops=x").is_err());
         assert_eq!(p("auto+bps=524288").bytes_per_sync, Some(512 << 10));
         let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(

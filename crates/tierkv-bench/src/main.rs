@@ -37,6 +37,9 @@ struct Args {
     /// rocksdb:lad1.
     /// tierkv's `auto` starts from the placement named (tierkv:auto+lad1) and takes thresholds
     /// (auto+bwl=0.3+rep=0); `bps=N` sets either engine's bytes_per_sync (rocksdb:lad2+bps=0).
+    /// `cmw=0|1` turns tierkv's parallel memtable insertion of a write group off or on
+    /// (tierkv:cmw=0); `cmwops=N` sets the fewest operations of a group it inserts in
+    /// parallel (tierkv:cmwops=1).
     /// `split` is tierkv's SplitKV preset (tierkv:split); `blob` is RocksDB's BlobDB with blob
     /// GC, its blob files on the first path: the fast tier with ladN, capacity with pl
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).

@@ -1,7 +1,9 @@
 //! The memtable: a concurrent sorted map of internal keys in DRAM with a byte budget.
 //!
-//! One writer (the group-commit leader) inserts while any number of readers look up and
-//! iterate. An entry is never removed or changed once inserted, so a reader sees a consistent
+//! Writers insert concurrently (the skiplist is lock-free and the byte count an atomic add):
+//! a group-commit leader alone, or the helpers of a group inserted in parallel, or the
+//! parallel WAL's loggers, while any number of readers look up and iterate. Each writer
+//! inserts at sequence numbers nobody else uses, so inserts never collide. An entry is never removed or changed once inserted, so a reader sees a consistent
 //! set of entries at or below its read sequence. The memtable remembers which WAL file holds
 //! its writes, so that file can be dropped once the memtable is flushed.
 
@@ -223,6 +225,39 @@ mod tests {
         assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"ka", 9), Lookup::Absent);
+    }
+
+    #[test]
+    fn concurrent_inserts_keep_every_entry_and_count_every_byte() {
+        let m = Arc::new(MemTable::new(1));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for i in 0..500u64 {
+                        m.add(
+                            1 + t * 500 + i,
+                            ValueKind::Value,
+                            format!("k{i}").as_bytes(),
+                            b"v",
+                        );
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let one_entry = key::internal_key(b"k0", 1, ValueKind::Value).len() + 1 + ENTRY_OVERHEAD;
+        let key_digits: usize = (0..500u64).map(|i| format!("{i}").len() - 1).sum();
+        assert_eq!(m.approximate_bytes(), 4 * (500 * one_entry + key_digits));
+        let mut it = m.iter();
+        it.seek_to_first();
+        let mut count = 0;
+        while it.valid() {
+            count += 1;
+            it.next();
+        }
+        assert_eq!(count, 2000);
+        assert_eq!(m.latest_seq(b"k7"), Some(1 + 3 * 500 + 7));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub(crate) struct Counters {
     pub writes: AtomicU64,
     pub write_groups: AtomicU64,
     pub synced_groups: AtomicU64,
+    pub parallel_insert_groups: AtomicU64,
     pub gets: AtomicU64,
     pub reads_memtable: AtomicU64,
     pub reads_block_cache: AtomicU64,
@@ -159,6 +160,9 @@ pub struct Stats {
     pub write_groups: u64,
     /// WAL groups that were synced.
     pub synced_groups: u64,
+    /// WAL groups whose batches were inserted into the memtable by several threads
+    /// (`wal.concurrent_memtable_writes`).
+    pub parallel_insert_groups: u64,
     /// Point reads.
     pub gets: u64,
     /// Point reads answered by a memtable.
@@ -439,6 +443,11 @@ impl fmt::Display for Stats {
             self.write_groups,
             self.average_group_size(),
             self.synced_groups
+        )?;
+        writeln!(
+            f,
+            "memtable inserts: {} groups inserted in parallel",
+            self.parallel_insert_groups
         )?;
         writeln!(f, "write amplification: {:.2}", self.write_amplification())?;
         writeln!(

@@ -327,6 +327,9 @@ struct Shape {
     /// Values of this many bytes or more go to the value log (`values = "split"`); 0: every
     /// value inline.
     split_threshold: u64,
+    /// Write groups overlap and are inserted into the memtable in parallel, however small
+    /// (`wal.concurrent_memtable_writes`, `wal.concurrent_memtable_min_ops = 1`).
+    parallel_inserts: bool,
 }
 
 const BASE: Shape = Shape {
@@ -344,6 +347,7 @@ const BASE: Shape = Shape {
     hot_budget: 0,
     hot_eviction: HotEviction::Msc,
     split_threshold: 0,
+    parallel_inserts: false,
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
@@ -364,6 +368,8 @@ fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
         .l0_compaction_trigger(2)
         .compression(shape.compression)
         .background_threads(shape.background_threads)
+        .wal_concurrent_memtable_writes(shape.parallel_inserts)
+        .wal_concurrent_memtable_min_ops(1)
         .fs(fs)
         .build()
         .expect("valid options")
@@ -1233,6 +1239,24 @@ fn crash_sweep_concurrent_writers() {
     let shape = Shape {
         name: "4-writers",
         writers: 4,
+        ..BASE
+    };
+    sweep(
+        shape,
+        STEPS / 4,
+        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
+        &[],
+    );
+}
+
+/// The same with overlapping write groups, each inserted into the memtable by several threads
+/// (`wal.concurrent_memtable_writes`): recovery still finds a prefix of each writer's history.
+#[test]
+fn crash_sweep_concurrent_writers_parallel_inserts() {
+    let shape = Shape {
+        name: "4-writers-parallel-inserts",
+        writers: 4,
+        parallel_inserts: true,
         ..BASE
     };
     sweep(

@@ -634,6 +634,7 @@ impl DbInner {
             writes: stats::load(&c.writes),
             write_groups: stats::load(&c.write_groups),
             synced_groups: stats::load(&c.synced_groups),
+            parallel_insert_groups: stats::load(&c.parallel_insert_groups),
             gets: stats::load(&c.gets),
             reads_memtable: stats::load(&c.reads_memtable),
             reads_block_cache: stats::load(&c.reads_block_cache),

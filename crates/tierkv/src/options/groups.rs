@@ -262,6 +262,18 @@ pub struct WalOptions {
     /// allocation inside the write path: the writer that replaces the active zone finishes it
     /// and resets the next one itself (ZenFS's way). Default 2. Range 0..=8.
     pub reserved_zones: u32,
+    /// Group WAL: a group of several batches with at least `concurrent_memtable_min_ops`
+    /// operations passes the lead on once it is logged, so the next group is logged and synced
+    /// while this one is inserted into the memtable, and its batches are inserted by the
+    /// leader, the group's waiting writers and pipeline workers together rather than by the
+    /// leader alone (RocksDB's concurrent memtable writes); groups still become visible whole
+    /// and in order. Smaller groups are inserted by their leader as with the option off.
+    /// Default false: on a 2-core machine it measured no faster (BENCHMARKS.md).
+    pub concurrent_memtable_writes: bool,
+    /// Group WAL, with `concurrent_memtable_writes`: the fewest operations a group of several
+    /// batches must hold to be inserted in parallel; a smaller group is inserted by its leader,
+    /// for whom waking helpers would cost more than the inserts. Default 32. Range 1..=1048576.
+    pub concurrent_memtable_min_ops: usize,
 }
 
 impl Default for WalOptions {
@@ -280,6 +292,8 @@ impl Default for WalOptions {
             zoned_leader: false,
             zoned_append: true,
             reserved_zones: 2,
+            concurrent_memtable_writes: false,
+            concurrent_memtable_min_ops: 32,
         }
     }
 }
@@ -292,6 +306,12 @@ impl WalOptions {
             check_range("wal_group_bytes", bytes, 64 << 10, 64 << 30)?;
         }
         check_range("wal_reserved_zones", self.reserved_zones, 0, 8)?;
+        check_range(
+            "wal_concurrent_memtable_min_ops",
+            self.concurrent_memtable_min_ops,
+            1,
+            1 << 20,
+        )?;
         if !self.zoned_append && !self.zoned_leader {
             return Err(Error::invalid(
                 "wal_zoned_append = false writes at the write pointer, which needs one writer \

@@ -594,6 +594,8 @@ options_by_name! {
     wal_zoned_leader: bool => @ wal.zoned_leader;
     wal_zoned_append: bool => @ wal.zoned_append;
     wal_reserved_zones: u32 => @ wal.reserved_zones;
+    wal_concurrent_memtable_writes: bool => @ wal.concurrent_memtable_writes;
+    wal_concurrent_memtable_min_ops: usize => @ wal.concurrent_memtable_min_ops;
     values: ValuesMode => @ values.mode;
     split_threshold: u64 => @ values.split_threshold;
     vlog_file_size: u64 => @ values.file_size;
