@@ -57,6 +57,7 @@ impl FileNode {
         self.state.read().size
     }
 
+    #[cfg(test)]
     pub fn extents(&self) -> Vec<Extent> {
         self.state.read().extents.clone()
     }

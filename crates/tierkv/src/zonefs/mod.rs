@@ -466,14 +466,33 @@ impl Inner {
     /// are durable.
     fn reset_dead_zones(&self) -> Result<()> {
         let mut z = self.zones.lock();
-        for id in z.dead() {
+        let reset = self.reset_dead_in(&mut z);
+        drop(z);
+        self.zone_released.notify_all();
+        reset.map(|_| ())
+    }
+
+    /// Ends a collection's pin on `victim` and resets every zone holding no live byte; true
+    /// when `victim` was among them. Under one lock, so no other reset takes the victim in
+    /// between.
+    fn unpin_and_reset_dead(&self, victim: ZoneId) -> Result<bool> {
+        let mut z = self.zones.lock();
+        z.collecting = None;
+        let reset = self.reset_dead_in(&mut z);
+        drop(z);
+        self.zone_released.notify_all();
+        Ok(reset?.contains(&victim))
+    }
+
+    /// Resets the dead zones of `z`, returning them.
+    fn reset_dead_in(&self, z: &mut ZoneTable) -> Result<Vec<ZoneId>> {
+        let dead = z.dead();
+        for &id in &dead {
             self.dev.reset(id).map_err(|e| self.zone_error(e))?;
             z.mark_reset(id);
             add(&self.counters.resets, 1);
         }
-        drop(z);
-        self.zone_released.notify_all();
-        Ok(())
+        Ok(dead)
     }
 
     /// Drops a removed file's extents from the live bytes and resets the zones left dead.

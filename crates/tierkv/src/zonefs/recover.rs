@@ -68,6 +68,7 @@ pub(super) fn recover(
             capacity: g.zone_capacity,
             max_active: g.max_active as usize - 1,
             max_held: g.max_open as usize - 1,
+            collecting: None,
         }),
         dev,
         base,

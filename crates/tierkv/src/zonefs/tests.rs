@@ -4,6 +4,7 @@ use crate::env::{read_file, FaultFs};
 use std::collections::BTreeMap;
 
 mod background;
+mod collect_race;
 mod crash;
 mod image;
 

@@ -53,6 +53,9 @@ pub(crate) struct ZoneTable {
     pub max_active: usize,
     /// Most data zones held (written) at once: the device's open limit less the journal's.
     pub max_held: usize,
+    /// The zone a garbage collection is copying from: not reset until the collection is
+    /// done with it, even once no live byte is left in it.
+    pub collecting: Option<ZoneId>,
 }
 
 impl ZoneTable {
@@ -144,13 +147,15 @@ impl ZoneTable {
         }
     }
 
-    /// Zones holding no live byte that are not held by a writer: ready to reset.
+    /// Zones holding no live byte that are neither held by a writer nor being collected:
+    /// ready to reset.
     pub fn dead(&self) -> Vec<ZoneId> {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.live == 0 && matches!(s.state, ZoneUse::Full | ZoneUse::Partial(_)))
             .map(|(i, _)| i as ZoneId)
+            .filter(|&id| self.collecting != Some(id))
             .collect()
     }
 
@@ -194,6 +199,7 @@ mod tests {
             capacity: 4096 * 4,
             max_active: 3,
             max_held: 2,
+            collecting: None,
         }
     }
 
@@ -237,5 +243,7 @@ mod tests {
         assert_eq!(t.take(Short), Err(NoZone::Full));
         t.slots[3].live = 0;
         assert_eq!(t.dead(), vec![1, 2, 3]);
+        t.collecting = Some(2);
+        assert_eq!(t.dead(), vec![1, 3], "a zone being collected is not reset");
     }
 }
