@@ -123,6 +123,24 @@ impl Lifetime {
     }
 }
 
+/// Writes `len` zeros at `offset` of `file` in 1 MiB pieces ([`PositionalFile::zero_range`]
+/// where nothing cheaper is at hand).
+pub(crate) fn write_zeros<F: PositionalFile + ?Sized>(
+    file: &F,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; len.min(CHUNK) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(CHUNK) as usize;
+        file.write_at(offset + done, &zeros[..n], false)?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
 /// A file of fixed size written in place at chosen offsets, shared between threads: the
 /// parallel WAL's area. Writes from several threads may be in flight at once.
 pub trait PositionalFile: Send + Sync {
@@ -134,6 +152,12 @@ pub trait PositionalFile: Send + Sync {
     fn sync(&self) -> Result<()>;
     /// Fills `buf` with the bytes at `offset`.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Makes `len` bytes at `offset` read as zeros, durably once the next [`Self::sync`]
+    /// returns (the emulated zoned device's reset). The default writes zeros; a file system
+    /// that can deallocate the range instead (a hole) does, which costs no data writes.
+    fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
+        write_zeros(self, offset, len)
+    }
     /// The file's size.
     fn size(&self) -> u64;
     /// A descriptor opened with `O_DIRECT` on the same file, for submitting page-aligned I/O

@@ -236,6 +236,27 @@ impl PositionalFile for PosixPositional {
             .map_err(|e| Error::io("read", &self.path, e))
     }
 
+    /// Punches a hole (no data written); where the file system cannot, writes zeros. The hole
+    /// is a metadata change: `fsync`, not `fdatasync`, makes it durable, so it is done here.
+    fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: the descriptor is open for writing for the duration of the call.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset as i64, len as i64) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => super::write_zeros(self, offset, len),
+                _ => Err(Error::io("fallocate(PUNCH_HOLE)", &self.path, err)),
+            };
+        }
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("fsync", &self.path, e))
+    }
+
     fn size(&self) -> u64 {
         self.size
     }
@@ -515,6 +536,29 @@ mod tests {
             Error::Io { op, path, source } => (op, path, source.kind()),
             other => panic!("expected an Io error, got {other:?}"),
         }
+    }
+
+    /// The emulated zoned device's reset: the range reads as zeros, the rest and the size are
+    /// kept, and (where the file system punches holes) no data was written for it.
+    #[test]
+    fn zero_range_reads_as_zeros_and_keeps_the_rest() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("device");
+        let file = PosixFs.open_positional(&path, 4 << 20).unwrap();
+        let ones = vec![0xA5u8; 4 << 20];
+        file.write_at(0, &ones, true).unwrap();
+        let blocks_before = std::fs::metadata(&path).unwrap().blocks();
+        file.zero_range(1 << 20, 2 << 20).unwrap();
+        file.sync().unwrap();
+        let mut back = vec![0u8; 4 << 20];
+        file.read_exact_at(0, &mut back).unwrap();
+        assert!(back[..1 << 20].iter().all(|&b| b == 0xA5));
+        assert!(back[1 << 20..3 << 20].iter().all(|&b| b == 0));
+        assert!(back[3 << 20..].iter().all(|&b| b == 0xA5));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 << 20);
+        let blocks_after = std::fs::metadata(&path).unwrap().blocks();
+        assert!(blocks_after <= blocks_before, "{blocks_before} -> {blocks_after}");
     }
 
     #[test]
