@@ -9,7 +9,10 @@
 //!   (A reader cannot simply take the current version: a compaction since its view may have
 //!   dropped versions its sequence still sees.)
 //! - A flush writes the hot part (synced) before its MANIFEST edit, and frees what it
-//!   superseded after; a demotion runs in the flush job, so the store has one writer.
+//!   superseded after; a demotion runs in the flush job, so the store has one writer. A
+//!   flush makes room first (a demotion, installed before the flush writes anything), so
+//!   every object that fits a slot enters the store and the capacity tier is reached only
+//!   by demotions and by values too large for a slot.
 //! - A promotion runs in the flush job too, or in its own job that holds the flush slot: it
 //!   copies a candidate only if that is still its key's newest version (`promote_candidates`).
 
@@ -18,6 +21,7 @@ use super::read::ReadView;
 use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
+use crate::hot::admit::FlushBatch;
 use crate::hot::{HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
@@ -125,21 +129,27 @@ impl DbInner {
     }
 }
 
-/// A flush's hot part: writes the memtable's hot objects to the store and returns an
-/// iterator over the rest, for L0; `None` without a hot store.
+/// A flush's hot part: makes room in the store for the memtable's objects (a demotion, if
+/// taking them would pass the high watermark), writes them to the store and returns an
+/// iterator over the rest (values too large for a slot, deletes of keys not in the store),
+/// for L0; `None` without a hot store.
+///
+/// Room first, so new keys land in the store and the capacity tier is written by demotions:
+/// the demotion's table holds only store versions, older than every memtable entry, so it
+/// sits below this flush's L0 table in L0's order whatever the two hold.
 pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option<VecIter>> {
     let Some(hot) = &db.hot else {
         return Ok(None);
     };
+    let batch = FlushBatch::read(&mut mem.iter())?;
+    let room = hot.room_for(&batch);
+    if room > 0 && hot.over_budget_with(room) {
+        demote(db, hot, room)?;
+    }
     let needed = |lo, hi| db.snapshot_in(lo, hi);
     let version = db.versions.current();
     let on_capacity = |k: &[u8]| may_be_on_capacity(db, &version, k);
-    let rest = hot.absorb_with(
-        &mut mem.iter(),
-        db.versions.log_number(),
-        &needed,
-        &on_capacity,
-    )?;
+    let rest = hot.absorb_batch(batch, db.versions.log_number(), &needed, &on_capacity)?;
     charge_slabs(db, hot);
     Ok(Some(VecIter::new(rest)))
 }

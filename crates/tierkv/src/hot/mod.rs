@@ -24,6 +24,7 @@
 //!   sequence numbers, once checked to be their key's newest version (`promote`, and
 //!   `db::hot`); its job is journalled like a flush's.
 
+pub(crate) mod admit;
 pub(crate) mod buckets;
 pub(crate) mod msc;
 pub(crate) mod promote;
@@ -598,25 +599,26 @@ impl HotStore {
         needed: &dyn Fn(SeqNo, SeqNo) -> bool,
         on_capacity: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Entries> {
-        // Group the entries by user key, newest first within a key.
-        let mut groups: Vec<(Vec<u8>, Vec<MemVersion>)> = Vec::new();
-        let mut lowest = SeqNo::MAX;
-        iter.seek_to_first();
-        while iter.valid() {
-            let p = key::parse_internal_key(iter.key())
-                .ok_or_else(|| Error::corruption("memtable", 0, "bad internal key"))?;
-            lowest = lowest.min(p.seq);
-            if groups
-                .last()
-                .is_none_or(|(k, _)| k.as_slice() != p.user_key)
-            {
-                groups.push((p.user_key.to_vec(), Vec::new()));
-            }
-            let group = &mut groups.last_mut().expect("pushed").1;
-            group.push((p.seq, p.kind, iter.value().to_vec()));
-            iter.next();
-        }
-        iter.status()?;
+        let batch = admit::FlushBatch::read(iter)?;
+        self.absorb_batch(batch, log_number, needed, on_capacity)
+    }
+
+    /// Takes `batch` (a flushed memtable's entries): every key already in the store, and
+    /// every new key whose newest version is a value that fits a slot while the store's
+    /// slots, less the versions this batch supersedes, stay within the budget. A running
+    /// database makes room first (`admit`), so the budget turns keys away only when a
+    /// memtable holds more than a demotion could free, and in recovery's flushes.
+    pub fn absorb_batch(
+        &self,
+        batch: admit::FlushBatch,
+        log_number: u64,
+        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
+        on_capacity: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Entries> {
+        let admit::FlushBatch {
+            keys: groups,
+            lowest,
+        } = batch;
         let mut lsm = Vec::new();
         if groups.is_empty() {
             return Ok(lsm);
@@ -628,18 +630,32 @@ impl HotStore {
         let mut publish = Vec::new();
         // Keys taken, with how many writes of each the memtable held (their weight).
         let mut written: Vec<(Vec<u8>, u32)> = Vec::new();
-        // NB: new keys enter up to the whole budget; demotion, above the high watermark,
-        // makes room for the next ones.
         let budget = self.opts.budget;
+        // Bytes of the versions this batch supersedes: still counted in the index until the
+        // batch is published, but not once the flush commits.
+        let mut superseded = 0u64;
         for (user_key, versions) in groups {
             self.tracker.touch(&user_key);
-            let (_, newest_kind, newest_value) = &versions[0];
-            let in_store = self.index.read().map.contains_key(&user_key);
-            let admit = in_store
-                || (*newest_kind == ValueKind::Value
-                    && self.slot_class(&user_key, newest_value).is_some_and(|c| {
-                        self.index.read().bytes + CLASS_SIZES[c] as u64 <= budget
-                    }));
+            let current = self
+                .index
+                .read()
+                .map
+                .get(&user_key)
+                .and_then(|vs| vs.first())
+                .map(|v| CLASS_SIZES[v.loc.class] as u64);
+            let admit = match current {
+                Some(bytes) => {
+                    superseded += bytes;
+                    true
+                }
+                None => self
+                    .admissible_class(&user_key, &versions[0])
+                    .is_some_and(|c| {
+                        let net = self.index.read().bytes.saturating_sub(superseded);
+                        net + CLASS_SIZES[c] as u64 <= budget
+                    }),
+            };
+            let in_store = current.is_some();
             if !admit {
                 for (seq, kind, value) in versions {
                     self.count_placement(false, &user_key, kind, &value);

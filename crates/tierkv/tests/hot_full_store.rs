@@ -1,0 +1,127 @@
+//! A full hot store keeps taking new keys: a flush makes room first (an MSC demotion), so
+//! every object that fits a slot lands in the store and the LSM is written by demotions only;
+//! everything reads back, also after reopen and in every WAL mode.
+
+mod common;
+
+use common::{tiny, TierSetup, MODES};
+use std::sync::Arc;
+use tierkv::env::FaultFs;
+use tierkv::{Db, HotTier, Options, ReadOptions, WalMode, WriteOptions};
+
+const BUDGET: u64 = 256 << 10;
+
+fn options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
+    tiny()
+        .fault_tiers()
+        .wal(mode)
+        .hot_tier(HotTier::Slab)
+        .hot_budget(BUDGET)
+        .fs(fs.clone())
+        .build()
+        .expect("valid options")
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("r{round}-{i}-{}", "v".repeat(80)).into_bytes()
+}
+
+fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
+    db.get(&ReadOptions::default(), k).unwrap()
+}
+
+/// Bytes flushes wrote to tables, over all tiers.
+fn flushed_table_bytes(db: &Db) -> u64 {
+    db.stats().tiers.iter().map(|t| t.flush_bytes_written).sum()
+}
+
+#[test]
+fn new_keys_land_in_a_full_store_and_only_demotions_write_the_lsm() {
+    for mode in MODES {
+        let fs = FaultFs::new(21);
+        let db = Db::open(options(&fs, mode)).unwrap();
+        let w = WriteOptions::default();
+        // 4000 keys take about three times the budget; a batch fits one memtable.
+        let (keys, batch_keys) = (4000u32, 250u32);
+        let mut placed_before = 0;
+        for batch in 0..keys / batch_keys {
+            for i in batch * batch_keys..(batch + 1) * batch_keys {
+                db.put(&w, &key(i), &value(i, 0)).unwrap();
+            }
+            db.flush().unwrap();
+            let hot = db.stats().hot_tier.unwrap();
+            assert!(
+                hot.placed_hot.0 >= placed_before + batch_keys as u64,
+                "{mode:?} batch {batch}: every new key went to the store: {hot:?}"
+            );
+            placed_before = hot.placed_hot.0;
+            assert!(hot.bytes <= BUDGET, "{mode:?}: {hot:?}");
+        }
+        let hot = db.stats().hot_tier.unwrap();
+        assert!(hot.demoted_objects > 0, "{mode:?}: {hot:?}");
+        assert_eq!(hot.placed_lsm_inline.0, 0, "{mode:?}: {hot:?}");
+        assert_eq!(flushed_table_bytes(&db), 0, "{mode:?}: no flush wrote L0");
+        // The last batch's keys were just flushed into a full store: the store answers them.
+        let reads_before = hot.reads_hot;
+        let last = (keys - batch_keys..keys).collect::<Vec<_>>();
+        for &i in &last {
+            assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "{mode:?}");
+        }
+        let hot = db.stats().hot_tier.unwrap();
+        assert_eq!(hot.reads_hot - reads_before, last.len() as u64, "{mode:?}");
+        // Updates of demoted keys go to the store too.
+        for i in 0..batch_keys {
+            db.put(&w, &key(i), &value(i, 1)).unwrap();
+        }
+        db.flush().unwrap();
+        assert_eq!(flushed_table_bytes(&db), 0, "{mode:?}: updates stayed out of L0");
+        drop(db);
+        let db = Db::open(options(&fs, mode)).unwrap();
+        for i in 0..keys {
+            let round = u32::from(i < batch_keys);
+            assert_eq!(get(&db, &key(i)), Some(value(i, round)), "{mode:?} key {i}");
+        }
+        let mut it = db.iter(ReadOptions::default()).unwrap();
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        it.status().unwrap();
+        assert_eq!(n, keys as usize, "{mode:?}");
+    }
+}
+
+#[test]
+fn deletes_of_keys_outside_the_store_still_shadow_their_lsm_versions() {
+    let fs = FaultFs::new(22);
+    let db = Db::open(options(&fs, WalMode::Group)).unwrap();
+    let w = WriteOptions::default();
+    for i in 0..4000u32 {
+        db.put(&w, &key(i), &value(i, 0)).unwrap();
+        if i % 500 == 499 {
+            db.flush().unwrap();
+        }
+    }
+    db.flush().unwrap();
+    // Some keys were demoted: delete all of them, wherever they live.
+    assert!(db.stats().hot_tier.unwrap().demoted_objects > 0);
+    for i in 0..4000u32 {
+        db.delete(&w, &key(i)).unwrap();
+    }
+    db.flush().unwrap();
+    for i in (0..4000u32).step_by(7) {
+        assert_eq!(get(&db, &key(i)), None, "key {i}");
+    }
+    drop(db);
+    let db = Db::open(options(&fs, WalMode::Group)).unwrap();
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    assert!(!it.valid(), "every key deleted");
+    it.status().unwrap();
+}
