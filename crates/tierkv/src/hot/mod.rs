@@ -2,8 +2,9 @@
 //! on the fast tier between the memtables and the LSM tree, with a DRAM index.
 //!
 //! Design (the full argument is in `docs/hot-tier.md`):
-//! - A flush hands each key of the memtable either to the hot store (a key already in it, or a
-//!   new one that fits a slot while the store is below its budget) or to L0. A key in the hot
+//! - A flush first makes room (a demotion, `admit`), then hands each key of the memtable
+//!   either to the hot store (a key already in it, or a new one whose newest version is a
+//!   value that fits a slot) or to L0 (a delete of a key not in the store). A key in the hot
 //!   store takes all its later versions: a value too large for a slot goes to L0 and the store
 //!   records an `InLsm` marker at its sequence. So for every key in the store, every LSM
 //!   version is older than every hot version, and a read may stop at the hot store.
