@@ -78,7 +78,11 @@ fn new_keys_land_in_a_full_store_and_only_demotions_write_the_lsm() {
             db.put(&w, &key(i), &value(i, 1)).unwrap();
         }
         db.flush().unwrap();
-        assert_eq!(flushed_table_bytes(&db), 0, "{mode:?}: updates stayed out of L0");
+        assert_eq!(
+            flushed_table_bytes(&db),
+            0,
+            "{mode:?}: updates stayed out of L0"
+        );
         drop(db);
         let db = Db::open(options(&fs, mode)).unwrap();
         for i in 0..keys {
@@ -124,4 +128,53 @@ fn deletes_of_keys_outside_the_store_still_shadow_their_lsm_versions() {
     it.seek_to_first();
     assert!(!it.valid(), "every key deleted");
     it.status().unwrap();
+}
+
+#[test]
+fn writes_are_paced_while_a_demotion_runs_and_all_land() {
+    let fs = FaultFs::new(23);
+    // A slow pace, so that two writes during one demotion make the second wait.
+    let opts = Options {
+        compaction: tierkv::CompactionOptions {
+            delayed_write_rate: 64 << 10,
+            ..options(&fs, WalMode::Group).compaction
+        },
+        ..options(&fs, WalMode::Group)
+    };
+    let db = Arc::new(Db::open(opts.clone()).unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let writers: Vec<_> = (0..2u32)
+        .map(|t| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                let w = WriteOptions::default();
+                let mut written = 0u32;
+                // Each writer its own keys, until writes were paced (or time is up).
+                while std::time::Instant::now() < deadline
+                    && (written < 2000 || db.stats().hot_tier.unwrap().paced_writes == 0)
+                {
+                    let i = t * 1_000_000 + written;
+                    db.put(&w, &key(i), &value(i, 0)).unwrap();
+                    written += 1;
+                }
+                written
+            })
+        })
+        .collect();
+    let written: Vec<u32> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+    let hot = db.stats().hot_tier.unwrap();
+    assert!(hot.paced_writes > 0, "{hot:?}");
+    assert!(hot.paced_micros >= 1000 * hot.paced_writes, "{hot:?}");
+    assert!(db
+        .stats()
+        .to_string()
+        .contains("writes paced during demotions"));
+    drop(db);
+    let db = Db::open(opts).unwrap();
+    for (t, &n) in written.iter().enumerate() {
+        for i in (0..n).step_by(13) {
+            let i = t as u32 * 1_000_000 + i;
+            assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "key {i}");
+        }
+    }
 }

@@ -31,6 +31,7 @@ use crate::tier::WriteKind;
 use crate::version::{Version, VersionEdit};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What the hot store says about a point read.
 pub(super) enum HotAnswer {
@@ -66,6 +67,27 @@ impl DbInner {
         }
         hot.tracker.touch(user_key);
         Ok(HotAnswer::Lsm)
+    }
+
+    /// Whether the hot store runs a demotion past its high watermark (writes are paced).
+    pub(super) fn hot_demoting(&self) -> bool {
+        self.hot.as_ref().is_some_and(|h| h.demoting())
+    }
+
+    /// How long a write of `bytes` waits for a running demotion (`pacer::DemotionPacer`);
+    /// counts the writes that wait.
+    pub(super) fn hot_write_delay(&self, bytes: u64, now: Instant) -> Duration {
+        let Some(hot) = &self.hot else {
+            return Duration::ZERO;
+        };
+        let wait = self.hot_pacer.delay(hot.demoting(), bytes, now);
+        if !wait.is_zero() {
+            let c = &hot.counters;
+            c.paced_writes.fetch_add(1, Ordering::Relaxed);
+            c.paced_micros
+                .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+        }
+        wait
     }
 
     /// Counts a read the LSM served while a hot store is on.
@@ -256,7 +278,16 @@ fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<O
 /// is at its low watermark less `room`; the weight policy the objects below the average
 /// weight (`hot::weights`). The job and its ordering are the same for both.
 fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
-    let started = std::time::Instant::now();
+    // Writes are paced while it runs: the store would pass its high watermark otherwise.
+    hot.set_demoting(true);
+    let done = demote_paced(db, hot, room);
+    hot.set_demoting(false);
+    done
+}
+
+/// [`demote`]'s work, while writes are paced.
+fn demote_paced(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
+    let started = Instant::now();
     let version = db.versions.current();
     // Candidates follow the deepest level's tables (the capacity tier's large sorted runs).
     let bounds: Vec<(Vec<u8>, u64)> = version

@@ -146,6 +146,9 @@ pub(crate) struct HotCounters {
     pub placed_hot: [AtomicU64; 2],
     pub placed_lsm_inline: [AtomicU64; 2],
     pub placed_value_log: [AtomicU64; 2],
+    /// Writes delayed while a demotion ran past the high watermark, and their waits.
+    pub paced_writes: AtomicU64,
+    pub paced_micros: AtomicU64,
 }
 
 /// A memtable entry of one key: sequence, kind, value.
@@ -181,6 +184,8 @@ pub(crate) struct HotStore {
     read_only: bool,
     /// Bumped each time a demotion drops objects from the index (under the index lock).
     epoch: AtomicU64,
+    /// A demotion runs because the store would pass its high watermark: writes are paced.
+    demoting: std::sync::atomic::AtomicBool,
     /// The in-flight marker last written: `(log_number, lowest sequence)`.
     marker: Mutex<Option<(u64, SeqNo)>>,
     /// Per-key access counts, with the weight eviction policy only.
@@ -323,6 +328,7 @@ impl HotStore {
             counters: HotCounters::default(),
             read_only,
             epoch: AtomicU64::new(0),
+            demoting: std::sync::atomic::AtomicBool::new(false),
             marker: Mutex::new(marker),
             // NB: in memory only: after a restart every object starts at weight 0.
             weights: (opts.eviction == HotEviction::Weight).then(weights::Weights::new),
@@ -816,6 +822,16 @@ impl HotStore {
         }
     }
 
+    /// Whether a demotion runs because the store would pass its high watermark.
+    pub fn demoting(&self) -> bool {
+        self.demoting.load(Ordering::Relaxed)
+    }
+
+    /// Marks a demotion running (`true`) or done; the write path paces writes meanwhile.
+    pub fn set_demoting(&self, running: bool) {
+        self.demoting.store(running, Ordering::Relaxed);
+    }
+
     /// Whether the store has passed its high watermark.
     pub fn over_budget(&self) -> bool {
         self.over_budget_with(0)
@@ -1134,6 +1150,8 @@ impl HotStore {
             placed_hot: (load(&c.placed_hot[0]), load(&c.placed_hot[1])),
             placed_lsm_inline: (load(&c.placed_lsm_inline[0]), load(&c.placed_lsm_inline[1])),
             placed_value_log: (load(&c.placed_value_log[0]), load(&c.placed_value_log[1])),
+            paced_writes: load(&c.paced_writes),
+            paced_micros: load(&c.paced_micros),
         }
     }
 
