@@ -22,7 +22,7 @@ use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::admit::FlushBatch;
-use crate::hot::{HotStore, VecIter};
+use crate::hot::{Clears, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
@@ -166,7 +166,8 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
     let batch = FlushBatch::read(&mut mem.iter())?;
     let room = hot.room_for(&batch);
     if room > 0 && hot.over_budget_with(room) {
-        demote(db, hot, room)?;
+        // NB: the demotion's clears ride on the slot writes just below: one journal.
+        demote(db, hot, room, Clears::WithNextJob)?;
     }
     let needed = |lo, hi| db.snapshot_in(lo, hi);
     let version = db.versions.current();
@@ -200,7 +201,7 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
     promote_candidates(db, hot)?;
     if hot.over_budget() {
-        demote(db, hot, 0)?;
+        demote(db, hot, 0, Clears::Now)?;
     }
     Ok(())
 }
@@ -243,7 +244,7 @@ fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
     // NB: at most half the budget, so a promotion never empties the store for its copies.
     let room = hot.promotion_room(&fresh).min(db.opts.hot_tier.budget / 2);
     if room > 0 && hot.over_budget_with(room) {
-        demote(db, hot, room)?;
+        demote(db, hot, room, Clears::Now)?;
     }
     hot.promote(fresh, db.versions.log_number())?;
     charge_slabs(db, hot);
@@ -277,16 +278,16 @@ fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<O
 /// drops them from the store. MSC takes cold objects of the chosen key ranges until the store
 /// is at its low watermark less `room`; the weight policy the objects below the average
 /// weight (`hot::weights`). The job and its ordering are the same for both.
-fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
+fn demote(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
     // Writes are paced while it runs: the store would pass its high watermark otherwise.
     hot.set_demoting(true);
-    let done = demote_paced(db, hot, room);
+    let done = demote_paced(db, hot, room, clears);
     hot.set_demoting(false);
     done
 }
 
 /// [`demote`]'s work, while writes are paced.
-fn demote_paced(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
+fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
     let started = Instant::now();
     let version = db.versions.current();
     // Candidates follow the deepest level's tables (the capacity tier's large sorted runs).
@@ -331,7 +332,7 @@ fn demote_paced(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
     }
     db.clear_pending(files.iter().map(|o| o.meta.number));
     drop(files);
-    hot.finish_demotion(plan, db.versions.log_number())?;
+    hot.finish_demotion(plan, db.versions.log_number(), clears)?;
     let micros = started.elapsed().as_micros() as u64;
     hot.counters
         .demotion_micros

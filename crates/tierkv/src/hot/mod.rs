@@ -157,6 +157,20 @@ type MemVersion = (SeqNo, ValueKind, Vec<u8>);
 /// Objects handed to the LSM by a flush or a demotion: internal key and value, sorted.
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// When a demotion clears the slots of the objects it moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Clears {
+    /// In a job of its own, before it returns.
+    Now,
+    /// In the job that follows it within the same flush (the flush's slot writes). The slots
+    /// are free at once, and a reused one is cleared and rewritten in that job's one page
+    /// image. Until that job's journal is durable a crash finds the moved versions in both
+    /// their slots and the demotion's table: the same sequence and value twice, and no newer
+    /// version of those keys in any table (only a flush writes one, after that job), so the
+    /// store's rule that its versions are the newest still holds after recovery.
+    WithNextJob,
+}
+
 /// A planned demotion: the table entries to write and the versions they replace.
 pub(crate) struct Demotion {
     pub entries: Entries,
@@ -1054,9 +1068,15 @@ impl HotStore {
     }
 
     /// Ends a demotion whose table is installed: drops the victims from the index, then
-    /// clears their slots (and the pending clears) in one job. `log_number` is the MANIFEST's.
-    /// A weight-policy migration then takes its average off the weights of the objects kept.
-    pub fn finish_demotion(&self, demotion: Demotion, log_number: u64) -> Result<()> {
+    /// clears their slots (and the pending clears) in one job, or with `Clears::WithNextJob`
+    /// leaves them to the job that follows at once. `log_number` is the MANIFEST's. A
+    /// weight-policy migration then takes its average off the weights of the objects kept.
+    pub fn finish_demotion(
+        &self,
+        demotion: Demotion,
+        log_number: u64,
+        clears: Clears,
+    ) -> Result<()> {
         let moved_bytes: u64 = demotion
             .entries
             .iter()
@@ -1088,16 +1108,30 @@ impl HotStore {
                 w.age(average);
             }
         }
-        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
-            .into_iter()
-            .chain(cleared.iter().copied())
-            .map(|loc| (loc, CLEAR.to_vec()))
-            .collect();
-        writes.dedup_by_key(|w| w.0);
-        self.run_job(log_number, SeqNo::MAX, writes)?;
-        let mut index = self.index.write();
-        for loc in &cleared {
-            index.free[loc.class].push(loc.slot);
+        match clears {
+            Clears::Now => {
+                let mut writes: Vec<(Loc, Vec<u8>)> =
+                    std::mem::take(&mut self.pending.lock().clears)
+                        .into_iter()
+                        .chain(cleared.iter().copied())
+                        .map(|loc| (loc, CLEAR.to_vec()))
+                        .collect();
+                writes.dedup_by_key(|w| w.0);
+                self.run_job(log_number, SeqNo::MAX, writes)?;
+                let mut index = self.index.write();
+                for loc in &cleared {
+                    index.free[loc.class].push(loc.slot);
+                }
+            }
+            Clears::WithNextJob => {
+                let mut index = self.index.write();
+                for loc in &cleared {
+                    index.free[loc.class].push(loc.slot);
+                }
+                drop(index);
+                // NB: `pending` after `index`, never inside it (see `plan_demotion`).
+                self.pending.lock().clears.extend(cleared.iter().copied());
+            }
         }
         let c = &self.counters;
         if demotion.average.is_some() {
