@@ -305,6 +305,9 @@ pub struct Profile {
     pub blob: bool,
     /// The hot store's demotion policy (`msc=random`, `msc=approximate`, ...; tierkv only).
     pub msc_policy: Option<tierkv::MscPolicy>,
+    /// When a flush takes keys new to the hot store (`admit=make-room`, `admit=when-free`;
+    /// tierkv's `hot_admission`).
+    pub admission: Option<tierkv::HotAdmission>,
     /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
     /// `capacity_levels`).
     pub capacity_levels: Option<tierkv::CapacityLevels>,
@@ -370,7 +373,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut bytes_per_sync = None;
     let (mut hot, mut split, mut splitkv, mut blob, mut prismdb) =
         (false, false, false, false, false);
-    let (mut msc_policy, mut capacity_levels) = (None, None);
+    let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -402,6 +405,16 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     bail!("msc given twice in profile {profile:?}");
                 }
                 msc_policy = Some(parse_msc_policy(value)?);
+                continue;
+            }
+            Some(("admit", value)) => {
+                if admission.is_some() {
+                    bail!("admit given twice in profile {profile:?}");
+                }
+                let rule = value.parse().map_err(|e| {
+                    anyhow::anyhow!("admit={value}: {e} (e.g. prismdb+admit=when-free)")
+                })?;
+                admission = Some(rule);
                 continue;
             }
             Some(("runs", value)) => {
@@ -476,6 +489,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         splitkv,
         blob,
         msc_policy,
+        admission,
         capacity_levels,
     })
 }
@@ -526,7 +540,9 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
             }
-            let tierkv_only = profile.msc_policy.is_some() || profile.capacity_levels.is_some();
+            let tierkv_only = profile.msc_policy.is_some()
+                || profile.admission.is_some()
+                || profile.capacity_levels.is_some();
             if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
@@ -604,6 +620,9 @@ mod tierkv_engine {
             }
             if let Some(policy) = profile.msc_policy {
                 b = b.msc_policy(policy);
+            }
+            if let Some(rule) = profile.admission {
+                b = b.hot_admission(rule);
             }
             if let Some(runs) = profile.capacity_levels {
                 b = b.capacity_levels(runs);
@@ -1175,6 +1194,7 @@ mod tests {
                 hot: false,
                 prismdb: false,
                 msc_policy: None,
+                admission: None,
                 capacity_levels: None,
                 split: false,
                 splitkv: false,
@@ -1205,6 +1225,12 @@ mod tests {
         let random = p("prismdb+msc=random");
         assert_eq!(random.msc_policy, Some(tierkv::MscPolicy::Random));
         assert!(parse_profile("prismdb+msc=best").is_err());
+        let when_free = p("prismdb+admit=when-free").admission;
+        assert_eq!(when_free, Some(tierkv::HotAdmission::WhenFree));
+        let make_room = p("prismdb+admit=make-room").admission;
+        assert_eq!(make_room, Some(tierkv::HotAdmission::MakeRoom));
+        assert!(parse_profile("prismdb+admit=always").is_err());
+        assert!(parse_profile("prismdb+admit=when-free+admit=make-room").is_err());
         let all = p("prismdb+runs=all").capacity_levels;
         assert_eq!(all, Some(tierkv::CapacityLevels::All));
         assert_eq!(
@@ -1227,6 +1253,7 @@ mod tests {
                 hot: false,
                 prismdb: false,
                 msc_policy: None,
+                admission: None,
                 capacity_levels: None,
                 split: false,
                 splitkv: false,
@@ -1244,6 +1271,7 @@ mod tests {
                 hot: false,
                 prismdb: false,
                 msc_policy: None,
+                admission: None,
                 capacity_levels: None,
                 split: false,
                 splitkv: false,

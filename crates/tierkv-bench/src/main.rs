@@ -41,8 +41,9 @@ struct Args {
     /// GC, its blob files on the first path: the fast tier with ladN, capacity with pl
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
     /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's
-    /// budget, with `msc=random|round-robin|precise|approximate` and `runs=all|auto|N`
-    /// (capacity_levels) to vary it (tierkv:prismdb+msc=random).
+    /// budget, with `msc=random|round-robin|precise|approximate`, `runs=all|auto|N`
+    /// (capacity_levels) and `admit=make-room|when-free` (hot_admission) to vary it
+    /// (tierkv:prismdb+msc=random, tierkv:prismdb+admit=when-free).
     #[arg(long, default_value = "tierkv")]
     engine: String,
     /// Run these engines one after another on fresh directories and print ratios against the

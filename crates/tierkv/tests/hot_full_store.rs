@@ -1,22 +1,28 @@
 //! A full hot store keeps taking new keys: a flush makes room first (an MSC demotion), so
 //! every object that fits a slot lands in the store and the LSM is written by demotions only;
-//! everything reads back, also after reopen and in every WAL mode.
+//! everything reads back, also after reopen and in every WAL mode. Under
+//! `hot_admission = "when-free"` a full store turns new keys away to L0 instead.
 
 mod common;
 
 use common::{tiny, TierSetup, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{Db, HotTier, Options, ReadOptions, WalMode, WriteOptions};
+use tierkv::{Db, HotAdmission, HotTier, Options, ReadOptions, WalMode, WriteOptions};
 
 const BUDGET: u64 = 256 << 10;
 
 fn options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
+    options_with(fs, mode, HotAdmission::MakeRoom)
+}
+
+fn options_with(fs: &Arc<FaultFs>, mode: WalMode, admission: HotAdmission) -> Options {
     tiny()
         .fault_tiers()
         .wal(mode)
         .hot_tier(HotTier::Slab)
         .hot_budget(BUDGET)
+        .hot_admission(admission)
         .fs(fs.clone())
         .build()
         .expect("valid options")
@@ -176,5 +182,39 @@ fn writes_are_paced_while_a_demotion_runs_and_all_land() {
             let i = t as u32 * 1_000_000 + i;
             assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "key {i}");
         }
+    }
+}
+
+#[test]
+fn when_free_admission_sends_new_keys_of_a_full_store_to_l0() {
+    let fs = FaultFs::new(23);
+    let open = || Db::open(options_with(&fs, WalMode::Group, HotAdmission::WhenFree)).unwrap();
+    let db = open();
+    let w = WriteOptions::default();
+    let (keys, batch_keys) = (4000u32, 250u32);
+    for batch in 0..keys / batch_keys {
+        for i in batch * batch_keys..(batch + 1) * batch_keys {
+            db.put(&w, &key(i), &value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        let hot = db.stats().hot_tier.unwrap();
+        assert!(hot.bytes <= BUDGET, "batch {batch}: {hot:?}");
+    }
+    let hot = db.stats().hot_tier.unwrap();
+    // The store filled up, then flushes turned new keys away: they went to L0 as flushed
+    // tables, and demotions ran after those flushes.
+    assert!(hot.placed_hot.0 > 0, "{hot:?}");
+    assert!(hot.placed_lsm_inline.0 > 0, "{hot:?}");
+    assert_eq!(
+        hot.placed_hot.0 + hot.placed_lsm_inline.0,
+        keys as u64,
+        "{hot:?}"
+    );
+    assert!(hot.demoted_objects > 0, "{hot:?}");
+    assert!(flushed_table_bytes(&db) > 0, "flushes wrote L0");
+    drop(db);
+    let db = open();
+    for i in 0..keys {
+        assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "key {i}");
     }
 }

@@ -26,6 +26,7 @@ use crate::hot::{Clears, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
+use crate::options::HotAdmission;
 use crate::sst::ReadTrace;
 use crate::tier::WriteKind;
 use crate::version::{Version, VersionEdit};
@@ -152,7 +153,7 @@ impl DbInner {
 }
 
 /// A flush's hot part: makes room in the store for the memtable's objects (a demotion, if
-/// taking them would pass the high watermark), writes them to the store and returns an
+/// taking them would pass the high watermark; `hot_admission = "make-room"`), writes them to the store and returns an
 /// iterator over the rest (values too large for a slot, deletes of keys not in the store),
 /// for L0; `None` without a hot store.
 ///
@@ -164,10 +165,8 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
         return Ok(None);
     };
     let batch = FlushBatch::read(&mut mem.iter())?;
-    let room = hot.room_for(&batch);
-    if room > 0 && hot.over_budget_with(room) {
-        // NB: the demotion's clears ride on the slot writes just below: one journal.
-        demote(db, hot, room, Clears::WithNextJob)?;
+    if db.opts.hot_tier.admission == HotAdmission::MakeRoom {
+        make_room(db, hot, &batch)?;
     }
     let needed = |lo, hi| db.snapshot_in(lo, hi);
     let version = db.versions.current();
@@ -175,6 +174,18 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
     let rest = hot.absorb_batch(batch, db.versions.log_number(), &needed, &on_capacity)?;
     charge_slabs(db, hot);
     Ok(Some(VecIter::new(rest)))
+}
+
+/// `hot_admission = "make-room"`: demotes before a flush takes `batch` if taking it would
+/// pass the high watermark. (Under `when-free` the flush skips this: new keys enter only
+/// while the budget has room, the rest go to L0, and [`after_flush`] demotes.)
+fn make_room(db: &DbInner, hot: &HotStore, batch: &FlushBatch) -> Result<()> {
+    let room = hot.room_for(batch);
+    if room > 0 && hot.over_budget_with(room) {
+        // NB: the demotion's clears ride on the flush's slot writes that follow: one journal.
+        demote(db, hot, room, Clears::WithNextJob)?;
+    }
+    Ok(())
 }
 
 /// Whether the deepest non-empty level (the capacity tier's large sorted runs) may hold
