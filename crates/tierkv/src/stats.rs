@@ -345,6 +345,9 @@ pub struct HotTierStats {
     pub paced_writes: u64,
     /// Time those writes waited (microseconds).
     pub paced_micros: u64,
+    /// Demoted objects merged straight into the capacity tier's bottom run (no L0 table),
+    /// since open.
+    pub demoted_into_bottom: u64,
 }
 
 impl Stats {

@@ -285,7 +285,8 @@ fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<O
     Ok(None)
 }
 
-/// Demotion: moves the objects the eviction policy picks into an L0 table, installs it, then
+/// Demotion: moves the objects the eviction policy picks into the bottom run (those whose keys
+/// have no version above it, `hot_bottom`) and an L0 table (the rest), installs both, then
 /// drops them from the store. MSC takes cold objects of the chosen key ranges until the store
 /// is at its low watermark less `room`; the weight policy the objects below the average
 /// weight (`hot::weights`). The job and its ordering are the same for both.
@@ -318,12 +319,13 @@ fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Resu
     let Some(plan) = hot.plan_demotion(&bounds, room)? else {
         return Ok(());
     };
-    let bytes: u64 = plan
-        .entries
-        .iter()
-        .map(|(k, v)| (k.len() + v.len()) as u64)
-        .sum();
-    let mut iter = VecIter::new(plan.entries.clone());
+    // Objects whose keys have no version above the bottom run are merged into it.
+    let (for_l0, merged) = super::hot_bottom::merge_into_bottom(db, plan.entries.clone())?;
+    hot.counters
+        .demoted_into_bottom
+        .fetch_add(merged, Ordering::Relaxed);
+    let bytes: u64 = for_l0.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    let mut iter = VecIter::new(for_l0);
     let ctx = db.output_ctx();
     let files = build_tables(
         &ctx,

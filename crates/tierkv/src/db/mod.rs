@@ -14,6 +14,7 @@
 
 mod background;
 mod hot;
+mod hot_bottom;
 mod iter;
 mod migrate;
 mod monitor;

@@ -15,8 +15,9 @@
 //!   the log number unchanged, that flush never committed: its slots (sequence at or above the
 //!   lowest) are ignored, since the WAL replays them, and damaged slots are torn writes of it.
 //!   Otherwise a damaged slot is corruption.
-//! - Demotion writes the demoted objects into an L0 table, installs it, then clears their
-//!   slots; every hot version is older than any unflushed write, so the table is ordered
+//! - Demotion merges the demoted objects whose keys have no version above the bottom run into
+//!   that run (`db::hot_bottom`), writes the rest into an L0 table, installs both, then clears
+//!   their slots; every hot version is older than any unflushed write, so the table is ordered
 //!   correctly among L0's (by largest sequence).
 //! - Eviction: MSC (PrismDB, `msc`) or hotness migration (SplitKV, `weights`) picks the
 //!   objects that leave; both hand them to the same demotion job below, so crash safety is
@@ -134,6 +135,8 @@ pub(crate) struct HotCounters {
     pub reads_hot: AtomicU64,
     pub reads_lsm: AtomicU64,
     pub demoted_objects: AtomicU64,
+    /// Of those, objects merged straight into the capacity tier's bottom run.
+    pub demoted_into_bottom: AtomicU64,
     pub demotion_rounds: AtomicU64,
     pub demotion_micros: AtomicU64,
     pub promotions: AtomicU64,
@@ -1186,6 +1189,7 @@ impl HotStore {
             placed_value_log: (load(&c.placed_value_log[0]), load(&c.placed_value_log[1])),
             paced_writes: load(&c.paced_writes),
             paced_micros: load(&c.paced_micros),
+            demoted_into_bottom: load(&c.demoted_into_bottom),
         }
     }
 
