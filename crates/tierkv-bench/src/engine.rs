@@ -308,6 +308,9 @@ pub struct Profile {
     /// When a flush takes keys new to the hot store (`admit=make-room`, `admit=when-free`;
     /// tierkv's `hot_admission`).
     pub admission: Option<tierkv::HotAdmission>,
+    /// Whether demotions merge straight into the bottom run (`bottom=1`, `bottom=0`;
+    /// tierkv's `hot_demote_into_bottom`).
+    pub demote_into_bottom: Option<bool>,
     /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
     /// `capacity_levels`).
     pub capacity_levels: Option<tierkv::CapacityLevels>,
@@ -374,6 +377,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let (mut hot, mut split, mut splitkv, mut blob, mut prismdb) =
         (false, false, false, false, false);
     let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
+    let mut demote_into_bottom = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -415,6 +419,17 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     anyhow::anyhow!("admit={value}: {e} (e.g. prismdb+admit=when-free)")
                 })?;
                 admission = Some(rule);
+                continue;
+            }
+            Some(("bottom", value)) => {
+                if demote_into_bottom.is_some() {
+                    bail!("bottom given twice in profile {profile:?}");
+                }
+                demote_into_bottom = Some(match value {
+                    "1" => true,
+                    "0" => false,
+                    _ => bail!("bottom={value}: expected 1 or 0 (e.g. prismdb+bottom=1)"),
+                });
                 continue;
             }
             Some(("runs", value)) => {
@@ -490,6 +505,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         blob,
         msc_policy,
         admission,
+        demote_into_bottom,
         capacity_levels,
     })
 }
@@ -542,6 +558,7 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             }
             let tierkv_only = profile.msc_policy.is_some()
                 || profile.admission.is_some()
+                || profile.demote_into_bottom.is_some()
                 || profile.capacity_levels.is_some();
             if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
                 bail!(
@@ -623,6 +640,9 @@ mod tierkv_engine {
             }
             if let Some(rule) = profile.admission {
                 b = b.hot_admission(rule);
+            }
+            if let Some(on) = profile.demote_into_bottom {
+                b = b.hot_demote_into_bottom(on);
             }
             if let Some(runs) = profile.capacity_levels {
                 b = b.capacity_levels(runs);
@@ -1195,6 +1215,7 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 admission: None,
+                demote_into_bottom: None,
                 capacity_levels: None,
                 split: false,
                 splitkv: false,
@@ -1231,6 +1252,9 @@ mod tests {
         assert_eq!(make_room, Some(tierkv::HotAdmission::MakeRoom));
         assert!(parse_profile("prismdb+admit=always").is_err());
         assert!(parse_profile("prismdb+admit=when-free+admit=make-room").is_err());
+        assert_eq!(p("prismdb+bottom=1").demote_into_bottom, Some(true));
+        assert_eq!(p("prismdb+bottom=0").demote_into_bottom, Some(false));
+        assert!(parse_profile("prismdb+bottom=yes").is_err());
         let all = p("prismdb+runs=all").capacity_levels;
         assert_eq!(all, Some(tierkv::CapacityLevels::All));
         assert_eq!(
@@ -1254,6 +1278,7 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 admission: None,
+                demote_into_bottom: None,
                 capacity_levels: None,
                 split: false,
                 splitkv: false,
@@ -1272,6 +1297,7 @@ mod tests {
                 prismdb: false,
                 msc_policy: None,
                 admission: None,
+                demote_into_bottom: None,
                 capacity_levels: None,
                 split: false,
                 splitkv: false,

@@ -42,8 +42,9 @@ struct Args {
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
     /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's
     /// budget, with `msc=random|round-robin|precise|approximate`, `runs=all|auto|N`
-    /// (capacity_levels) and `admit=make-room|when-free` (hot_admission) to vary it
-    /// (tierkv:prismdb+msc=random, tierkv:prismdb+admit=when-free).
+    /// (capacity_levels), `admit=make-room|when-free` (hot_admission) and `bottom=1|0`
+    /// (hot_demote_into_bottom) to vary it (tierkv:prismdb+msc=random,
+    /// tierkv:prismdb+admit=when-free+bottom=1).
     #[arg(long, default_value = "tierkv")]
     engine: String,
     /// Run these engines one after another on fresh directories and print ratios against the

@@ -1,5 +1,5 @@
-//! A demotion merges objects whose keys have no version above the capacity tier's bottom run
-//! straight into that run: no L0 table is written, and everything reads back, also after
+//! With `hot_demote_into_bottom`, a demotion merges objects whose keys have no version above
+//! the capacity tier's bottom run straight into that run: no L0 table is written, and everything reads back, also after
 //! reopen. Objects whose keys have a version in L0 still go to L0.
 
 mod common;
@@ -7,7 +7,9 @@ mod common;
 use common::{tiny, TierSetup, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{CapacityLevels, Db, HotTier, Options, ReadOptions, WalMode, WriteOptions};
+use tierkv::{
+    CapacityLevels, Db, HotAdmission, HotTier, Options, ReadOptions, WalMode, WriteOptions,
+};
 
 const BUDGET: u64 = 256 << 10;
 
@@ -20,6 +22,9 @@ fn options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
         .hot_tier(HotTier::Slab)
         .hot_budget(BUDGET)
         .capacity_levels(CapacityLevels::Fixed(1))
+        .hot_demote_into_bottom(true)
+        // Flushes write no L0 table while the store is full: the demotions are all L0 sees.
+        .hot_admission(HotAdmission::MakeRoom)
         .fs(fs.clone())
         .build()
         .expect("valid options")
@@ -150,4 +155,18 @@ fn objects_whose_keys_have_a_version_in_l0_are_not_shadowed_by_it() {
     drop(db);
     let db = open();
     check(&db);
+}
+
+#[test]
+fn without_the_option_demotions_write_l0_tables() {
+    let fs = FaultFs::new(33);
+    let mut o = options(&fs, WalMode::Group);
+    o.hot_tier.demote_into_bottom = false;
+    let db = Db::open(o).unwrap();
+    load(&db, 0..3000, 0);
+    db.compact_range(None, None).unwrap();
+    load(&db, 3000..5000, 0);
+    let hot = db.stats().hot_tier.unwrap();
+    assert!(hot.demoted_objects > 0, "{hot:?}");
+    assert_eq!(hot.demoted_into_bottom, 0, "{hot:?}");
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, FaultKind};
-use tierkv::{Db, HotTier, Options, Preset, ReadOptions, WriteOptions};
+use tierkv::{Db, HotAdmission, HotTier, Options, Preset, ReadOptions, WriteOptions};
 
 /// Keys that fill the store, and the keys that end up in the tables and get read.
 const FILL: u32 = 400;
@@ -20,6 +20,8 @@ fn options(fs: &Arc<FaultFs>) -> Options {
         .fault_tiers()
         .hot_tier(HotTier::Slab)
         .hot_budget(64 << 10)
+        // The loads below count on flushes that make room (demoting the targets).
+        .hot_admission(HotAdmission::MakeRoom)
         // NB: one long epoch: the schedule is tested on its own in `hot::promote`.
         .hot_promotion_epoch_ops(1 << 30)
         .fs(fs.clone())

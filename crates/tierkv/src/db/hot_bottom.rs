@@ -1,5 +1,5 @@
-//! A demotion straight into the capacity tier's bottom run (`docs/hot-tier.md`, "Demotion
-//! into the bottom run").
+//! A demotion straight into the capacity tier's bottom run (`hot_demote_into_bottom`,
+//! `docs/hot-tier.md`, "Demotion into the bottom run").
 //!
 //! A demoted object whose key has no version in any level above the deepest non-empty one is
 //! merged with the overlapping tables of that level, in one MANIFEST edit that adds the
@@ -30,9 +30,12 @@ use std::sync::Arc;
 
 /// Merges the objects of `entries` (a demotion's, internal-key order) whose keys have no
 /// version above the bottom run into that run; returns the rest, for L0, and how many
-/// objects the merge took. All of them come back when the bottom run is empty or a table
-/// it needs is busy.
+/// objects the merge took. All of them come back with `hot_demote_into_bottom` off, when the
+/// bottom run is empty or when a table it needs is busy.
 pub(super) fn merge_into_bottom(db: &DbInner, entries: Entries) -> Result<(Entries, u64)> {
+    if !db.opts.hot_tier.demote_into_bottom {
+        return Ok((entries, 0));
+    }
     let version = db.versions.current();
     let Some(bottom) = deepest_level(&version) else {
         return Ok((entries, 0));

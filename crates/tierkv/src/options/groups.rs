@@ -553,10 +553,12 @@ impl std::str::FromStr for HotEviction {
 pub enum HotAdmission {
     /// The flush first demotes enough (MSC-chosen) for the memtable's objects, then takes
     /// every object that fits a slot: the capacity tier is written by demotions only.
-    #[default]
     MakeRoom,
     /// The flush takes new keys only while the budget has room and sends the rest to L0; a
-    /// demotion runs after the flush once the store passes its high watermark.
+    /// demotion runs after the flush once the store passes its high watermark. The default:
+    /// measured faster side by side (BENCHMARKS.md, PrismDB), since no flush waits for a
+    /// demotion.
+    #[default]
     WhenFree,
 }
 
@@ -613,8 +615,13 @@ pub struct HotTierOptions {
     pub eviction: HotEviction,
     /// When a flush takes keys new to the store: `make-room` (demote first, then take every
     /// object that fits a slot) or `when-free` (take them while the budget has room, the
-    /// rest to L0). Default make-room.
+    /// rest to L0). Default when-free.
     pub admission: HotAdmission,
+    /// Whether a demotion merges the objects whose keys have no version above the capacity
+    /// tier's bottom run straight into that run instead of writing them to L0. Default false:
+    /// each merge rewrites the bottom tables its objects' range overlaps inside the flush
+    /// slot, which measured slower than an L0 table (BENCHMARKS.md, PrismDB).
+    pub demote_into_bottom: bool,
     /// Point reads per promotion epoch: while an epoch runs, popular objects read from the
     /// LSM's tables below L0 are copied into the store. Default 1 000 000 (PrismDB's 1M
     /// operations). Range 1..=2^40.
@@ -636,7 +643,8 @@ impl Default for HotTierOptions {
             pinned_share: 0.7,
             msc_policy: MscPolicy::Approximate,
             eviction: HotEviction::Msc,
-            admission: HotAdmission::MakeRoom,
+            admission: HotAdmission::WhenFree,
+            demote_into_bottom: false,
             promotion_epoch_ops: 1_000_000,
             promotion_cooldown_ops: 10_000_000,
             promotion_min_gain: 0.01,
