@@ -14,7 +14,8 @@
 # ycsb-f"), SHARES (fast-tier budget in percent of the data, default "20 10"), SYNC=1 (sync
 # every write), COMPARE (the two-tier engines, default "tierkv:prismdb,rocksdb"; e.g.
 # "tierkv:prismdb+msc=approximate,tierkv:prismdb+msc=random" for MSC's policies), BASELINES=0
-# (skip the one-tier RocksDB runs), PREFIX (of the report names). Each run's report goes to
+# (skip the one-tier RocksDB runs), PREFIX (of the report names), ROUNDS (tierkv-bench
+# --rounds: the COMPARE engines interleaved, each round in turn, medians at the end; default 1). Each run's report goes to
 # OUT_DIR/PREFIX<share>-<workload>[-<engine>].txt and .json.
 set -euo pipefail
 
@@ -37,6 +38,7 @@ common=(--records "$RECORDS" --duration "$DURATION" --threads 8 --distribution z
     --block-cache $((16 << 20)) --target-file-size $((8 << 20))
     --max-bytes-for-level-base $((32 << 20)) --quiet)
 [ "${SYNC:-0}" = 1 ] && common+=(--sync)
+[ "${ROUNDS:-1}" != 1 ] && common+=(--rounds "$ROUNDS")
 
 # run NAME ARGS...: one tierkv-bench invocation, its report kept under NAME.
 run() {

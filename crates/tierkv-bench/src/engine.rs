@@ -312,6 +312,12 @@ pub struct Profile {
     pub blob: bool,
     /// The hot store's demotion policy (`msc=random`, `msc=approximate`, ...; tierkv only).
     pub msc_policy: Option<tierkv::MscPolicy>,
+    /// When a flush takes keys new to the hot store (`admit=make-room`, `admit=when-free`;
+    /// tierkv's `hot_admission`).
+    pub admission: Option<tierkv::HotAdmission>,
+    /// Whether demotions merge straight into the bottom run (`bottom=1`, `bottom=0`;
+    /// tierkv's `hot_demote_into_bottom`).
+    pub demote_into_bottom: Option<bool>,
     /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
     /// `capacity_levels`).
     pub capacity_levels: Option<tierkv::CapacityLevels>,
@@ -383,9 +389,10 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut bytes_per_sync = None;
     let (mut hot, mut split, mut splitkv, mut blob, mut prismdb) =
         (false, false, false, false, false);
-    let (mut msc_policy, mut capacity_levels) = (None, None);
     let mut concurrent_memtable_writes = None;
     let mut concurrent_memtable_min_ops = None;
+    let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
+    let mut demote_into_bottom = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -438,6 +445,27 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     .parse()
                     .with_context(|| format!("cmwops={value}: expected an operation count"))?;
                 concurrent_memtable_min_ops = Some(ops);
+                continue;
+            }
+            Some(("admit", value)) => {
+                if admission.is_some() {
+                    bail!("admit given twice in profile {profile:?}");
+                }
+                let rule = value.parse().map_err(|e| {
+                    anyhow::anyhow!("admit={value}: {e} (e.g. prismdb+admit=when-free)")
+                })?;
+                admission = Some(rule);
+                continue;
+            }
+            Some(("bottom", value)) => {
+                if demote_into_bottom.is_some() {
+                    bail!("bottom given twice in profile {profile:?}");
+                }
+                demote_into_bottom = Some(match value {
+                    "1" => true,
+                    "0" => false,
+                    _ => bail!("bottom={value}: expected 1 or 0 (e.g. prismdb+bottom=1)"),
+                });
                 continue;
             }
             Some(("runs", value)) => {
@@ -512,6 +540,8 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         splitkv,
         blob,
         msc_policy,
+        admission,
+        demote_into_bottom,
         capacity_levels,
         concurrent_memtable_writes,
         concurrent_memtable_min_ops,
@@ -564,7 +594,10 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             if profile.auto {
                 bail!("engine {spec:?}: automatic placement is a tierkv profile");
             }
-            let tierkv_only = profile.msc_policy.is_some() || profile.capacity_levels.is_some();
+            let tierkv_only = profile.msc_policy.is_some()
+                || profile.admission.is_some()
+                || profile.demote_into_bottom.is_some()
+                || profile.capacity_levels.is_some();
             if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
@@ -650,6 +683,12 @@ mod tierkv_engine {
             }
             if let Some(policy) = profile.msc_policy {
                 b = b.msc_policy(policy);
+            }
+            if let Some(rule) = profile.admission {
+                b = b.hot_admission(rule);
+            }
+            if let Some(on) = profile.demote_into_bottom {
+                b = b.hot_demote_into_bottom(on);
             }
             if let Some(runs) = profile.capacity_levels {
                 b = b.capacity_levels(runs);
@@ -1261,6 +1300,8 @@ mod tests {
                 hot: false,
                 prismdb: false,
                 msc_policy: None,
+                admission: None,
+                demote_into_bottom: None,
                 capacity_levels: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
@@ -1293,6 +1334,15 @@ mod tests {
         let random = p("prismdb+msc=random");
         assert_eq!(random.msc_policy, Some(tierkv::MscPolicy::Random));
         assert!(parse_profile("prismdb+msc=best").is_err());
+        let when_free = p("prismdb+admit=when-free").admission;
+        assert_eq!(when_free, Some(tierkv::HotAdmission::WhenFree));
+        let make_room = p("prismdb+admit=make-room").admission;
+        assert_eq!(make_room, Some(tierkv::HotAdmission::MakeRoom));
+        assert!(parse_profile("prismdb+admit=always").is_err());
+        assert!(parse_profile("prismdb+admit=when-free+admit=make-room").is_err());
+        assert_eq!(p("prismdb+bottom=1").demote_into_bottom, Some(true));
+        assert_eq!(p("prismdb+bottom=0").demote_into_bottom, Some(false));
+        assert!(parse_profile("prismdb+bottom=yes").is_err());
         let all = p("prismdb+runs=all").capacity_levels;
         assert_eq!(all, Some(tierkv::CapacityLevels::All));
         assert_eq!(
@@ -1315,6 +1365,8 @@ mod tests {
                 hot: false,
                 prismdb: false,
                 msc_policy: None,
+                admission: None,
+                demote_into_bottom: None,
                 capacity_levels: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
@@ -1334,6 +1386,8 @@ mod tests {
                 hot: false,
                 prismdb: false,
                 msc_policy: None,
+                admission: None,
+                demote_into_bottom: None,
                 capacity_levels: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,

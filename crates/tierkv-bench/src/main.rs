@@ -44,10 +44,12 @@ struct Args {
     /// GC, its blob files on the first path: the fast tier with ladN, capacity with pl
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
     /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's
-    /// budget, with `msc=random|round-robin|precise|approximate` and `runs=all|auto|N`
-    /// (capacity_levels) to vary it (tierkv:prismdb+msc=random). `splitkv` is the whole
-    /// SplitKV preset (value log and fast area), the fast tier's --tier-capacity its fast
-    /// area's budget unless --hot-budget names one.
+    /// budget, with `msc=random|round-robin|precise|approximate`, `runs=all|auto|N`
+    /// (capacity_levels), `admit=make-room|when-free` (hot_admission) and `bottom=1|0`
+    /// (hot_demote_into_bottom) to vary it (tierkv:prismdb+msc=random,
+    /// tierkv:prismdb+admit=when-free+bottom=1). `splitkv` is the whole SplitKV preset (value
+    /// log and fast area), the fast tier's --tier-capacity its fast area's budget unless
+    /// --hot-budget names one.
     #[arg(long, default_value = "tierkv")]
     engine: String,
     /// Run these engines one after another on fresh directories and print ratios against the

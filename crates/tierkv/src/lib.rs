@@ -207,7 +207,7 @@ pub use options::{
     TableOptions, TierConfig, TierKind, TierTables, ValueOptions, ValuesMode, WalMode, WalOptions,
     WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
-pub use options::{HotEviction, HotTier, HotTierOptions, MscPolicy};
+pub use options::{HotAdmission, HotEviction, HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;
 pub use stats::{HotTierStats, LevelStats, Stats, TierIo, TierStats, ZonedWalStats};
 pub use zonefs::ZoneFsStats;

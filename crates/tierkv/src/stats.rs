@@ -344,6 +344,14 @@ pub struct HotTierStats {
     /// Values flushes placed in the LSM as value-log pointers since open (split values):
     /// items, value bytes (in the value log).
     pub placed_value_log: (u64, u64),
+    /// Writes delayed while a demotion ran because the store would pass its high
+    /// watermark (`delayed_write_rate`), since open.
+    pub paced_writes: u64,
+    /// Time those writes waited (microseconds).
+    pub paced_micros: u64,
+    /// Demoted objects merged straight into the capacity tier's bottom run (no L0 table),
+    /// since open.
+    pub demoted_into_bottom: u64,
 }
 
 impl Stats {
@@ -590,6 +598,12 @@ impl fmt::Display for Stats {
                 human_bytes(h.placed_lsm_inline.1),
                 h.placed_value_log.0,
                 human_bytes(h.placed_value_log.1)
+            )?;
+            write!(
+                f,
+                "\nhot store pacing: {} writes paced during demotions ({:.3} s)",
+                h.paced_writes,
+                h.paced_micros as f64 / 1e6
             )?;
         }
         if let Some(z) = &self.zoned_wal {

@@ -37,8 +37,8 @@ use std::time::Instant;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, Fs, WritableFile};
 use tierkv::inspect::LogReader;
 use tierkv::{
-    Compression, Db, Durability, Error, HotEviction, HotTier, Options, ReadOptions, RecoveryMode,
-    Result, WalMode, WriteBatch, WriteOptions,
+    Compression, Db, Durability, Error, HotAdmission, HotEviction, HotTier, Options, ReadOptions,
+    RecoveryMode, Result, WalMode, WriteBatch, WriteOptions,
 };
 
 /// Keys of the workload are `key0000..key0299`: few enough that keys are overwritten and deleted
@@ -324,6 +324,10 @@ struct Shape {
     hot_budget: u64,
     /// The hot store's eviction policy.
     hot_eviction: HotEviction,
+    /// The hot store's admission rule.
+    hot_admission: HotAdmission,
+    /// Whether demotions merge straight into the bottom run.
+    hot_demote_into_bottom: bool,
     /// Values of this many bytes or more go to the value log (`values = "split"`); 0: every
     /// value inline.
     split_threshold: u64,
@@ -346,6 +350,8 @@ const BASE: Shape = Shape {
     key_len: 7,
     hot_budget: 0,
     hot_eviction: HotEviction::Msc,
+    hot_admission: HotAdmission::WhenFree,
+    hot_demote_into_bottom: false,
     split_threshold: 0,
     parallel_inserts: false,
 };
@@ -356,7 +362,9 @@ fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
         b = b
             .hot_tier(HotTier::Slab)
             .hot_budget(shape.hot_budget)
-            .hot_eviction(shape.hot_eviction);
+            .hot_eviction(shape.hot_eviction)
+            .hot_admission(shape.hot_admission)
+            .hot_demote_into_bottom(shape.hot_demote_into_bottom);
     }
     if shape.split_threshold > 0 {
         b = b
@@ -1149,6 +1157,28 @@ fn crash_sweep_hot_tier_demoting() {
         &[],
     );
     assert_landed(&coverage, &["hot-slab"]);
+}
+
+/// The hot store over its budget with room-making flushes and demotions merged straight into
+/// the bottom run: crashes between the bottom run's edit, the L0 table's and the slot clears
+/// lose no acknowledged write and bring back no older value.
+#[test]
+fn crash_sweep_hot_tier_demoting_into_bottom() {
+    let shape = Shape {
+        name: "hot-tier-demoting-into-bottom",
+        hot_budget: 64 << 10,
+        max_value: 400,
+        hot_admission: HotAdmission::MakeRoom,
+        hot_demote_into_bottom: true,
+        ..BASE
+    };
+    let coverage = sweep(
+        shape,
+        STEPS / 2,
+        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
+        &[],
+    );
+    assert_landed(&coverage, &["hot-slab", "compaction-table"]);
 }
 
 /// The hot store with SplitKV's weight policy and split values: values of 400 bytes or more

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, FaultKind};
-use tierkv::{Db, HotTier, Options, Preset, ReadOptions, WriteOptions};
+use tierkv::{Db, HotAdmission, HotTier, Options, Preset, ReadOptions, WriteOptions};
 
 /// Keys that fill the store, and the keys that end up in the tables and get read.
 const FILL: u32 = 400;
@@ -20,6 +20,8 @@ fn options(fs: &Arc<FaultFs>) -> Options {
         .fault_tiers()
         .hot_tier(HotTier::Slab)
         .hot_budget(64 << 10)
+        // The loads below count on flushes that make room (demoting the targets).
+        .hot_admission(HotAdmission::MakeRoom)
         // NB: one long epoch: the schedule is tested on its own in `hot::promote`.
         .hot_promotion_epoch_ops(1 << 30)
         .fs(fs.clone())
@@ -39,22 +41,23 @@ fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
     db.get(&ReadOptions::default(), k).unwrap()
 }
 
-/// Fills the store to its budget, then writes the targets (which the full store leaves to
-/// L0) and compacts everything below L0.
+/// Writes the targets, then fills the store past its budget (the flushes of the fill make
+/// room by demoting the targets to L0) and compacts everything below L0.
 fn load(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let model = write_targets_then_fill(db);
+    db.compact_range(None, None).unwrap();
+    model
+}
+
+/// Writes the targets (flushed into the store), then fill keys that take more than the
+/// store's budget: the room-making demotions move the targets out to L0.
+fn write_targets_then_fill(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let w = WriteOptions::default();
     let mut model = BTreeMap::new();
     let mut put = |k: Vec<u8>, v: Vec<u8>| {
         db.put(&w, &k, &v).unwrap();
         model.insert(k, v);
     };
-    for i in 0..FILL {
-        put(
-            fill_key(i),
-            format!("fill-{i}-{}", "x".repeat(180)).into_bytes(),
-        );
-    }
-    db.flush().unwrap();
     for i in 0..TARGETS {
         put(
             target_key(i),
@@ -62,7 +65,13 @@ fn load(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
         );
     }
     db.flush().unwrap();
-    db.compact_range(None, None).unwrap();
+    for i in 0..FILL {
+        put(
+            fill_key(i),
+            format!("fill-{i}-{}", "x".repeat(180)).into_bytes(),
+        );
+    }
+    db.flush().unwrap();
     model
 }
 
@@ -187,21 +196,9 @@ fn a_compaction_into_the_capacity_tier_offers_the_hot_keys_it_meets() {
         ..options(&fs)
     };
     let db = Db::open(opts).unwrap();
-    let w = WriteOptions::default();
-    let mut model = BTreeMap::new();
-    for i in 0..FILL {
-        let v = format!("fill-{i}-{}", "x".repeat(180)).into_bytes();
-        db.put(&w, &fill_key(i), &v).unwrap();
-        model.insert(fill_key(i), v);
-    }
-    db.flush().unwrap();
-    for i in 0..TARGETS {
-        let v = format!("target-{i}-{}", "y".repeat(80)).into_bytes();
-        db.put(&w, &target_key(i), &v).unwrap();
-        model.insert(target_key(i), v);
-    }
-    db.flush().unwrap();
+    let model = write_targets_then_fill(&db);
     // Each target in L0 read once after the flush that wrote it: at the top clock value.
+    // (The fill's flushes touch only the fill keys.)
     let in_l0 = targets_in_tables(&db);
     assert!(in_l0.len() >= 48, "{} targets in L0", in_l0.len());
     std::thread::sleep(Duration::from_millis(50));

@@ -9,7 +9,10 @@
 //!   (A reader cannot simply take the current version: a compaction since its view may have
 //!   dropped versions its sequence still sees.)
 //! - A flush writes the hot part (synced) before its MANIFEST edit, and frees what it
-//!   superseded after; a demotion runs in the flush job, so the store has one writer.
+//!   superseded after; a demotion runs in the flush job, so the store has one writer. A
+//!   flush makes room first (a demotion, installed before the flush writes anything), so
+//!   every object that fits a slot enters the store and the capacity tier is reached only
+//!   by demotions and by values too large for a slot.
 //! - A promotion runs in the flush job too, or in its own job that holds the flush slot: it
 //!   copies a candidate only if that is still its key's newest version (`promote_candidates`).
 
@@ -18,15 +21,18 @@ use super::read::ReadView;
 use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
-use crate::hot::{HotStore, VecIter};
+use crate::hot::admit::FlushBatch;
+use crate::hot::{Clears, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
+use crate::options::HotAdmission;
 use crate::sst::ReadTrace;
 use crate::tier::WriteKind;
 use crate::version::{Version, VersionEdit};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What the hot store says about a point read.
 pub(super) enum HotAnswer {
@@ -62,6 +68,27 @@ impl DbInner {
         }
         hot.tracker.touch(user_key);
         Ok(HotAnswer::Lsm)
+    }
+
+    /// Whether the hot store runs a demotion past its high watermark (writes are paced).
+    pub(super) fn hot_demoting(&self) -> bool {
+        self.hot.as_ref().is_some_and(|h| h.demoting())
+    }
+
+    /// How long a write of `bytes` waits for a running demotion (`pacer::DemotionPacer`);
+    /// counts the writes that wait.
+    pub(super) fn hot_write_delay(&self, bytes: u64, now: Instant) -> Duration {
+        let Some(hot) = &self.hot else {
+            return Duration::ZERO;
+        };
+        let wait = self.hot_pacer.delay(hot.demoting(), bytes, now);
+        if !wait.is_zero() {
+            let c = &hot.counters;
+            c.paced_writes.fetch_add(1, Ordering::Relaxed);
+            c.paced_micros
+                .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+        }
+        wait
     }
 
     /// Counts a read the LSM served while a hot store is on.
@@ -125,23 +152,40 @@ impl DbInner {
     }
 }
 
-/// A flush's hot part: writes the memtable's hot objects to the store and returns an
-/// iterator over the rest, for L0; `None` without a hot store.
+/// A flush's hot part: makes room in the store for the memtable's objects (a demotion, if
+/// taking them would pass the high watermark; `hot_admission = "make-room"`), writes them to the store and returns an
+/// iterator over the rest (values too large for a slot, deletes of keys not in the store),
+/// for L0; `None` without a hot store.
+///
+/// Room first, so new keys land in the store and the capacity tier is written by demotions:
+/// the demotion's table holds only store versions, older than every memtable entry, so it
+/// sits below this flush's L0 table in L0's order whatever the two hold.
 pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option<VecIter>> {
     let Some(hot) = &db.hot else {
         return Ok(None);
     };
+    let batch = FlushBatch::read(&mut mem.iter())?;
+    if db.opts.hot_tier.admission == HotAdmission::MakeRoom {
+        make_room(db, hot, &batch)?;
+    }
     let needed = |lo, hi| db.snapshot_in(lo, hi);
     let version = db.versions.current();
     let on_capacity = |k: &[u8]| may_be_on_capacity(db, &version, k);
-    let rest = hot.absorb_with(
-        &mut mem.iter(),
-        db.versions.log_number(),
-        &needed,
-        &on_capacity,
-    )?;
+    let rest = hot.absorb_batch(batch, db.versions.log_number(), &needed, &on_capacity)?;
     charge_slabs(db, hot);
     Ok(Some(VecIter::new(rest)))
+}
+
+/// `hot_admission = "make-room"`: demotes before a flush takes `batch` if taking it would
+/// pass the high watermark. (Under `when-free` the flush skips this: new keys enter only
+/// while the budget has room, the rest go to L0, and [`after_flush`] demotes.)
+fn make_room(db: &DbInner, hot: &HotStore, batch: &FlushBatch) -> Result<()> {
+    let room = hot.room_for(batch);
+    if room > 0 && hot.over_budget_with(room) {
+        // NB: the demotion's clears ride on the flush's slot writes that follow: one journal.
+        demote(db, hot, room, Clears::WithNextJob)?;
+    }
+    Ok(())
 }
 
 /// Whether the deepest non-empty level (the capacity tier's large sorted runs) may hold
@@ -168,7 +212,7 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
     promote_candidates(db, hot)?;
     if hot.over_budget() {
-        demote(db, hot, 0)?;
+        demote(db, hot, 0, Clears::Now)?;
     }
     Ok(())
 }
@@ -211,7 +255,7 @@ fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
     // NB: at most half the budget, so a promotion never empties the store for its copies.
     let room = hot.promotion_room(&fresh).min(db.opts.hot_tier.budget / 2);
     if room > 0 && hot.over_budget_with(room) {
-        demote(db, hot, room)?;
+        demote(db, hot, room, Clears::Now)?;
     }
     hot.promote(fresh, db.versions.log_number())?;
     charge_slabs(db, hot);
@@ -241,12 +285,22 @@ fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<O
     Ok(None)
 }
 
-/// Demotion: moves the objects the eviction policy picks into an L0 table, installs it, then
+/// Demotion: moves the objects the eviction policy picks into the bottom run (those whose keys
+/// have no version above it, `hot_bottom`) and an L0 table (the rest), installs both, then
 /// drops them from the store. MSC takes cold objects of the chosen key ranges until the store
 /// is at its low watermark less `room`; the weight policy the objects below the average
 /// weight (`hot::weights`). The job and its ordering are the same for both.
-fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
-    let started = std::time::Instant::now();
+fn demote(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
+    // Writes are paced while it runs: the store would pass its high watermark otherwise.
+    hot.set_demoting(true);
+    let done = demote_paced(db, hot, room, clears);
+    hot.set_demoting(false);
+    done
+}
+
+/// [`demote`]'s work, while writes are paced.
+fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
+    let started = Instant::now();
     let version = db.versions.current();
     // Candidates follow the deepest level's tables (the capacity tier's large sorted runs).
     let bounds: Vec<(Vec<u8>, u64)> = version
@@ -265,12 +319,13 @@ fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
     let Some(plan) = hot.plan_demotion(&bounds, room)? else {
         return Ok(());
     };
-    let bytes: u64 = plan
-        .entries
-        .iter()
-        .map(|(k, v)| (k.len() + v.len()) as u64)
-        .sum();
-    let mut iter = VecIter::new(plan.entries.clone());
+    // Objects whose keys have no version above the bottom run are merged into it.
+    let (for_l0, merged) = super::hot_bottom::merge_into_bottom(db, plan.entries.clone())?;
+    hot.counters
+        .demoted_into_bottom
+        .fetch_add(merged, Ordering::Relaxed);
+    let bytes: u64 = for_l0.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    let mut iter = VecIter::new(for_l0);
     let ctx = db.output_ctx();
     let files = build_tables(
         &ctx,
@@ -290,7 +345,7 @@ fn demote(db: &DbInner, hot: &HotStore, room: u64) -> Result<()> {
     }
     db.clear_pending(files.iter().map(|o| o.meta.number));
     drop(files);
-    hot.finish_demotion(plan, db.versions.log_number())?;
+    hot.finish_demotion(plan, db.versions.log_number(), clears)?;
     let micros = started.elapsed().as_micros() as u64;
     hot.counters
         .demotion_micros

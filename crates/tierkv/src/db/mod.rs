@@ -14,6 +14,7 @@
 
 mod background;
 mod hot;
+mod hot_bottom;
 mod iter;
 mod migrate;
 mod monitor;
@@ -105,6 +106,8 @@ pub(crate) struct DbInner {
     migration_limiter: crate::placement::ratelimit::RateLimiter,
     /// While L0 slows writes: when the next write may start, and how fast writes go.
     pacer: pacer::WritePacer,
+    /// While the hot store demotes past its high watermark: when the next write may start.
+    hot_pacer: pacer::DemotionPacer,
     counters: Counters,
     _lock: Box<dyn FileLock>,
     /// The hot store on the fast tier (`hot_tier = "slab"`), between memtables and the LSM.

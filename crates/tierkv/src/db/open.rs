@@ -158,6 +158,7 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
                 stop: opts.compaction.l0_stop_trigger,
             },
         ),
+        hot_pacer: super::pacer::DemotionPacer::new(opts.compaction.delayed_write_rate),
         counters: Counters::default(),
         _lock: lock,
         hot,

@@ -1,4 +1,4 @@
-//! Pacing writes while L0 is past the slowdown trigger.
+//! Pacing writes while L0 is past the slowdown trigger, and while the hot store demotes.
 //!
 //! While L0 holds `l0_slowdown_trigger` tables or more, writes are spaced to a rate. The rate
 //! starts at `delayed_write_rate` and follows L0: every table L0 gains while writes are slowed
@@ -11,6 +11,12 @@
 //! the stop trigger, and every writer waits until that compaction ends: measured loads stopped
 //! writes for up to 15 s at a time. Lowering the rate as L0 grows finds the pace compaction can
 //! take, so writes slow down for longer but stop far less.
+//!
+//! [`DemotionPacer`]: while the hot store runs a demotion because it would pass its high
+//! watermark, writes are spaced at `delayed_write_rate`. A flush waits for that demotion
+//! before it can take its memtable, so writers that run on at full speed meanwhile only fill
+//! the next memtables and meet a stall (too many immutable memtables) later; slowing them a
+//! little while the demotion runs spreads that wait over many writes.
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -116,6 +122,42 @@ impl WritePacer {
     }
 }
 
+/// Spaces writes at a fixed rate while the hot store demotes (see the module docs).
+#[derive(Debug)]
+pub(super) struct DemotionPacer {
+    rate: f64,
+    /// When the next paced write may start (`None`: no demotion is pacing writes).
+    next_write_at: Mutex<Option<Instant>>,
+}
+
+impl DemotionPacer {
+    /// A pacer whose paced writes go at `rate` bytes per second.
+    pub fn new(rate: u64) -> Self {
+        DemotionPacer {
+            rate: rate.max(1) as f64,
+            next_write_at: Mutex::new(None),
+        }
+    }
+
+    /// How long a write of `bytes` waits now: zero unless `demoting`, and while the wait
+    /// owed is under a millisecond (it is carried to the next write).
+    pub fn delay(&self, demoting: bool, bytes: u64, now: Instant) -> Duration {
+        let mut next = self.next_write_at.lock();
+        if !demoting {
+            *next = None;
+            return Duration::ZERO;
+        }
+        let start = next.map_or(now, |n| n.max(now));
+        *next = Some(start + Duration::from_secs_f64(bytes.max(1) as f64 / self.rate));
+        let wait = start.saturating_duration_since(now);
+        if wait < MIN_SLEEP {
+            Duration::ZERO
+        } else {
+            wait
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +249,31 @@ mod tests {
     fn a_configured_rate_below_the_floor_is_kept() {
         let pacer = WritePacer::new(4 << 10, TRIGGERS);
         assert_eq!(rate_after(&pacer, &[20, 25]), Some(4 << 10));
+    }
+
+    #[test]
+    fn writes_are_paced_only_while_a_demotion_runs() {
+        let pacer = DemotionPacer::new(MIB);
+        let now = Instant::now();
+        for _ in 0..100 {
+            assert_eq!(pacer.delay(false, MIB, now), Duration::ZERO);
+        }
+        // The first paced write goes at once and books a second; the next waits for it.
+        assert_eq!(pacer.delay(true, MIB, now), Duration::ZERO);
+        assert_eq!(pacer.delay(true, MIB, now), Duration::from_secs(1));
+        // The demotion ends: writes run free, and the next demotion starts afresh.
+        assert_eq!(pacer.delay(false, MIB, now), Duration::ZERO);
+        assert_eq!(pacer.delay(true, MIB, now), Duration::ZERO);
+    }
+
+    #[test]
+    fn small_paced_writes_carry_their_wait_until_it_is_worth_a_sleep() {
+        // 600 bytes at 1 MiB/s book about 0.57 ms each: the third write owes over 1 ms.
+        let pacer = DemotionPacer::new(MIB);
+        let now = Instant::now();
+        let waits: Vec<Duration> = (0..4).map(|_| pacer.delay(true, 600, now)).collect();
+        assert_eq!(&waits[..2], &[Duration::ZERO, Duration::ZERO]);
+        assert!(waits[2] >= MIN_SLEEP, "{waits:?}");
+        assert!(waits[3] > waits[2], "{waits:?}");
     }
 }

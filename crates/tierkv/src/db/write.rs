@@ -153,13 +153,17 @@ impl DbInner {
             let mem_full = state.mem.approximate_bytes() >= self.opts.memtable.write_buffer_size;
             let slow = l0 >= self.opts.compaction.l0_slowdown_trigger;
             if !delayed {
-                if !may_block && slow {
+                if !may_block && (slow || self.hot_demoting()) {
                     return Ok(false);
                 }
                 delayed = true;
-                let wait = self.pacer.delay(l0, bytes, Instant::now());
+                let now = Instant::now();
+                let wait = self
+                    .pacer
+                    .delay(l0, bytes, now)
+                    .max(self.hot_write_delay(bytes, now));
                 if !wait.is_zero() {
-                    // Pace writes so compaction can catch up (`pacer`).
+                    // Pace writes so compaction or a demotion can catch up (`pacer`).
                     drop(state);
                     let t = Instant::now();
                     std::thread::sleep(wait);

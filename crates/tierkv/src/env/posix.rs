@@ -558,7 +558,10 @@ mod tests {
         assert!(back[3 << 20..].iter().all(|&b| b == 0xA5));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 << 20);
         let blocks_after = std::fs::metadata(&path).unwrap().blocks();
-        assert!(blocks_after <= blocks_before, "{blocks_before} -> {blocks_after}");
+        assert!(
+            blocks_after <= blocks_before,
+            "{blocks_before} -> {blocks_after}"
+        );
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! on the fast tier between the memtables and the LSM tree, with a DRAM index.
 //!
 //! Design (the full argument is in `docs/hot-tier.md`):
-//! - A flush hands each key of the memtable either to the hot store (a key already in it, or a
-//!   new one that fits a slot while the store is below its budget) or to L0. A key in the hot
+//! - A flush first makes room (a demotion, `admit`), then hands each key of the memtable
+//!   either to the hot store (a key already in it, or a new one whose newest version is a
+//!   value that fits a slot) or to L0 (a delete of a key not in the store). A key in the hot
 //!   store takes all its later versions: a value too large for a slot goes to L0 and the store
 //!   records an `InLsm` marker at its sequence. So for every key in the store, every LSM
 //!   version is older than every hot version, and a read may stop at the hot store.
@@ -14,8 +15,9 @@
 //!   the log number unchanged, that flush never committed: its slots (sequence at or above the
 //!   lowest) are ignored, since the WAL replays them, and damaged slots are torn writes of it.
 //!   Otherwise a damaged slot is corruption.
-//! - Demotion writes the demoted objects into an L0 table, installs it, then clears their
-//!   slots; every hot version is older than any unflushed write, so the table is ordered
+//! - Demotion merges the demoted objects whose keys have no version above the bottom run into
+//!   that run (`db::hot_bottom`), writes the rest into an L0 table, installs both, then clears
+//!   their slots; every hot version is older than any unflushed write, so the table is ordered
 //!   correctly among L0's (by largest sequence).
 //! - Eviction: MSC (PrismDB, `msc`) or hotness migration (SplitKV, `weights`) picks the
 //!   objects that leave; both hand them to the same demotion job below, so crash safety is
@@ -24,6 +26,7 @@
 //!   sequence numbers, once checked to be their key's newest version (`promote`, and
 //!   `db::hot`); its job is journalled like a flush's.
 
+pub(crate) mod admit;
 pub(crate) mod buckets;
 pub(crate) mod msc;
 pub(crate) mod promote;
@@ -132,6 +135,8 @@ pub(crate) struct HotCounters {
     pub reads_hot: AtomicU64,
     pub reads_lsm: AtomicU64,
     pub demoted_objects: AtomicU64,
+    /// Of those, objects merged straight into the capacity tier's bottom run.
+    pub demoted_into_bottom: AtomicU64,
     pub demotion_rounds: AtomicU64,
     pub demotion_micros: AtomicU64,
     pub promotions: AtomicU64,
@@ -144,6 +149,9 @@ pub(crate) struct HotCounters {
     pub placed_hot: [AtomicU64; 2],
     pub placed_lsm_inline: [AtomicU64; 2],
     pub placed_value_log: [AtomicU64; 2],
+    /// Writes delayed while a demotion ran past the high watermark, and their waits.
+    pub paced_writes: AtomicU64,
+    pub paced_micros: AtomicU64,
 }
 
 /// A memtable entry of one key: sequence, kind, value.
@@ -151,6 +159,20 @@ type MemVersion = (SeqNo, ValueKind, Vec<u8>);
 
 /// Objects handed to the LSM by a flush or a demotion: internal key and value, sorted.
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// When a demotion clears the slots of the objects it moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Clears {
+    /// In a job of its own, before it returns.
+    Now,
+    /// In the job that follows it within the same flush (the flush's slot writes). The slots
+    /// are free at once, and a reused one is cleared and rewritten in that job's one page
+    /// image. Until that job's journal is durable a crash finds the moved versions in both
+    /// their slots and the demotion's table: the same sequence and value twice, and no newer
+    /// version of those keys in any table (only a flush writes one, after that job), so the
+    /// store's rule that its versions are the newest still holds after recovery.
+    WithNextJob,
+}
 
 /// A planned demotion: the table entries to write and the versions they replace.
 pub(crate) struct Demotion {
@@ -179,6 +201,8 @@ pub(crate) struct HotStore {
     read_only: bool,
     /// Bumped each time a demotion drops objects from the index (under the index lock).
     epoch: AtomicU64,
+    /// A demotion runs because the store would pass its high watermark: writes are paced.
+    demoting: std::sync::atomic::AtomicBool,
     /// The in-flight marker last written: `(log_number, lowest sequence)`.
     marker: Mutex<Option<(u64, SeqNo)>>,
     /// Per-key access counts, with the weight eviction policy only.
@@ -321,6 +345,7 @@ impl HotStore {
             counters: HotCounters::default(),
             read_only,
             epoch: AtomicU64::new(0),
+            demoting: std::sync::atomic::AtomicBool::new(false),
             marker: Mutex::new(marker),
             // NB: in memory only: after a restart every object starts at weight 0.
             weights: (opts.eviction == HotEviction::Weight).then(weights::Weights::new),
@@ -598,25 +623,26 @@ impl HotStore {
         needed: &dyn Fn(SeqNo, SeqNo) -> bool,
         on_capacity: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Entries> {
-        // Group the entries by user key, newest first within a key.
-        let mut groups: Vec<(Vec<u8>, Vec<MemVersion>)> = Vec::new();
-        let mut lowest = SeqNo::MAX;
-        iter.seek_to_first();
-        while iter.valid() {
-            let p = key::parse_internal_key(iter.key())
-                .ok_or_else(|| Error::corruption("memtable", 0, "bad internal key"))?;
-            lowest = lowest.min(p.seq);
-            if groups
-                .last()
-                .is_none_or(|(k, _)| k.as_slice() != p.user_key)
-            {
-                groups.push((p.user_key.to_vec(), Vec::new()));
-            }
-            let group = &mut groups.last_mut().expect("pushed").1;
-            group.push((p.seq, p.kind, iter.value().to_vec()));
-            iter.next();
-        }
-        iter.status()?;
+        let batch = admit::FlushBatch::read(iter)?;
+        self.absorb_batch(batch, log_number, needed, on_capacity)
+    }
+
+    /// Takes `batch` (a flushed memtable's entries): every key already in the store, and
+    /// every new key whose newest version is a value that fits a slot while the store's
+    /// slots, less the versions this batch supersedes, stay within the budget. A running
+    /// database makes room first (`admit`), so the budget turns keys away only when a
+    /// memtable holds more than a demotion could free, and in recovery's flushes.
+    pub fn absorb_batch(
+        &self,
+        batch: admit::FlushBatch,
+        log_number: u64,
+        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
+        on_capacity: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Entries> {
+        let admit::FlushBatch {
+            keys: groups,
+            lowest,
+        } = batch;
         let mut lsm = Vec::new();
         if groups.is_empty() {
             return Ok(lsm);
@@ -628,18 +654,32 @@ impl HotStore {
         let mut publish = Vec::new();
         // Keys taken, with how many writes of each the memtable held (their weight).
         let mut written: Vec<(Vec<u8>, u32)> = Vec::new();
-        // NB: new keys enter up to the whole budget; demotion, above the high watermark,
-        // makes room for the next ones.
         let budget = self.opts.budget;
+        // Bytes of the versions this batch supersedes: still counted in the index until the
+        // batch is published, but not once the flush commits.
+        let mut superseded = 0u64;
         for (user_key, versions) in groups {
             self.tracker.touch(&user_key);
-            let (_, newest_kind, newest_value) = &versions[0];
-            let in_store = self.index.read().map.contains_key(&user_key);
-            let admit = in_store
-                || (*newest_kind == ValueKind::Value
-                    && self.slot_class(&user_key, newest_value).is_some_and(|c| {
-                        self.index.read().bytes + CLASS_SIZES[c] as u64 <= budget
-                    }));
+            let current = self
+                .index
+                .read()
+                .map
+                .get(&user_key)
+                .and_then(|vs| vs.first())
+                .map(|v| CLASS_SIZES[v.loc.class] as u64);
+            let admit = match current {
+                Some(bytes) => {
+                    superseded += bytes;
+                    true
+                }
+                None => self
+                    .admissible_class(&user_key, &versions[0])
+                    .is_some_and(|c| {
+                        let net = self.index.read().bytes.saturating_sub(superseded);
+                        net + CLASS_SIZES[c] as u64 <= budget
+                    }),
+            };
+            let in_store = current.is_some();
             if !admit {
                 for (seq, kind, value) in versions {
                     self.count_placement(false, &user_key, kind, &value);
@@ -797,6 +837,16 @@ impl HotStore {
             index.free[loc.class].push(loc.slot);
             pending.clears.push(loc);
         }
+    }
+
+    /// Whether a demotion runs because the store would pass its high watermark.
+    pub fn demoting(&self) -> bool {
+        self.demoting.load(Ordering::Relaxed)
+    }
+
+    /// Marks a demotion running (`true`) or done; the write path paces writes meanwhile.
+    pub fn set_demoting(&self, running: bool) {
+        self.demoting.store(running, Ordering::Relaxed);
     }
 
     /// Whether the store has passed its high watermark.
@@ -1021,9 +1071,15 @@ impl HotStore {
     }
 
     /// Ends a demotion whose table is installed: drops the victims from the index, then
-    /// clears their slots (and the pending clears) in one job. `log_number` is the MANIFEST's.
-    /// A weight-policy migration then takes its average off the weights of the objects kept.
-    pub fn finish_demotion(&self, demotion: Demotion, log_number: u64) -> Result<()> {
+    /// clears their slots (and the pending clears) in one job, or with `Clears::WithNextJob`
+    /// leaves them to the job that follows at once. `log_number` is the MANIFEST's. A
+    /// weight-policy migration then takes its average off the weights of the objects kept.
+    pub fn finish_demotion(
+        &self,
+        demotion: Demotion,
+        log_number: u64,
+        clears: Clears,
+    ) -> Result<()> {
         let moved_bytes: u64 = demotion
             .entries
             .iter()
@@ -1055,16 +1111,30 @@ impl HotStore {
                 w.age(average);
             }
         }
-        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
-            .into_iter()
-            .chain(cleared.iter().copied())
-            .map(|loc| (loc, CLEAR.to_vec()))
-            .collect();
-        writes.dedup_by_key(|w| w.0);
-        self.run_job(log_number, SeqNo::MAX, writes)?;
-        let mut index = self.index.write();
-        for loc in &cleared {
-            index.free[loc.class].push(loc.slot);
+        match clears {
+            Clears::Now => {
+                let mut writes: Vec<(Loc, Vec<u8>)> =
+                    std::mem::take(&mut self.pending.lock().clears)
+                        .into_iter()
+                        .chain(cleared.iter().copied())
+                        .map(|loc| (loc, CLEAR.to_vec()))
+                        .collect();
+                writes.dedup_by_key(|w| w.0);
+                self.run_job(log_number, SeqNo::MAX, writes)?;
+                let mut index = self.index.write();
+                for loc in &cleared {
+                    index.free[loc.class].push(loc.slot);
+                }
+            }
+            Clears::WithNextJob => {
+                let mut index = self.index.write();
+                for loc in &cleared {
+                    index.free[loc.class].push(loc.slot);
+                }
+                drop(index);
+                // NB: `pending` after `index`, never inside it (see `plan_demotion`).
+                self.pending.lock().clears.extend(cleared.iter().copied());
+            }
         }
         let c = &self.counters;
         if demotion.average.is_some() {
@@ -1117,6 +1187,9 @@ impl HotStore {
             placed_hot: (load(&c.placed_hot[0]), load(&c.placed_hot[1])),
             placed_lsm_inline: (load(&c.placed_lsm_inline[0]), load(&c.placed_lsm_inline[1])),
             placed_value_log: (load(&c.placed_value_log[0]), load(&c.placed_value_log[1])),
+            paced_writes: load(&c.paced_writes),
+            paced_micros: load(&c.paced_micros),
+            demoted_into_bottom: load(&c.demoted_into_bottom),
         }
     }
 

@@ -567,6 +567,51 @@ impl std::str::FromStr for HotEviction {
     }
 }
 
+/// When a flush takes keys new to the hot store (`docs/hot-tier.md`, "Admission").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HotAdmission {
+    /// The flush first demotes enough (MSC-chosen) for the memtable's objects, then takes
+    /// every object that fits a slot: the capacity tier is written by demotions only.
+    MakeRoom,
+    /// The flush takes new keys only while the budget has room and sends the rest to L0; a
+    /// demotion runs after the flush once the store passes its high watermark. The default:
+    /// measured faster side by side (BENCHMARKS.md, PrismDB), since no flush waits for a
+    /// demotion.
+    #[default]
+    WhenFree,
+}
+
+impl HotAdmission {
+    /// Every rule, in the order they are listed in errors.
+    pub const ALL: [HotAdmission; 2] = [HotAdmission::MakeRoom, HotAdmission::WhenFree];
+
+    /// The rule's name, as TOML and [`HotAdmission::from_str`] take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HotAdmission::MakeRoom => "make-room",
+            HotAdmission::WhenFree => "when-free",
+        }
+    }
+}
+
+impl std::str::FromStr for HotAdmission {
+    type Err = Error;
+
+    /// Parses a rule name; an unknown one is `InvalidArgument` naming the option and the
+    /// accepted names.
+    fn from_str(s: &str) -> Result<HotAdmission> {
+        HotAdmission::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "hot_admission = {s:?}: accepted \"make-room\" or \"when-free\""
+                ))
+            })
+    }
+}
+
 /// The hot store (PrismDB): a read-aware tier of slab files on the fast tier.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -588,6 +633,15 @@ pub struct HotTierOptions {
     /// Which objects leave the store once it is full: `msc` (PrismDB) or `weight`
     /// (SplitKV's hotness migration). Default msc.
     pub eviction: HotEviction,
+    /// When a flush takes keys new to the store: `make-room` (demote first, then take every
+    /// object that fits a slot) or `when-free` (take them while the budget has room, the
+    /// rest to L0). Default when-free.
+    pub admission: HotAdmission,
+    /// Whether a demotion merges the objects whose keys have no version above the capacity
+    /// tier's bottom run straight into that run instead of writing them to L0. Default false:
+    /// each merge rewrites the bottom tables its objects' range overlaps inside the flush
+    /// slot, which measured slower than an L0 table (BENCHMARKS.md, PrismDB).
+    pub demote_into_bottom: bool,
     /// Point reads per promotion epoch: while an epoch runs, popular objects read from the
     /// LSM's tables below L0 are copied into the store. Default 1 000 000 (PrismDB's 1M
     /// operations). Range 1..=2^40.
@@ -609,6 +663,8 @@ impl Default for HotTierOptions {
             pinned_share: 0.7,
             msc_policy: MscPolicy::Approximate,
             eviction: HotEviction::Msc,
+            admission: HotAdmission::WhenFree,
+            demote_into_bottom: false,
             promotion_epoch_ops: 1_000_000,
             promotion_cooldown_ops: 10_000_000,
             promotion_min_gain: 0.01,

@@ -15,7 +15,7 @@ pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
     TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
 };
-pub use groups::{HotEviction, HotTier, HotTierOptions, MscPolicy};
+pub use groups::{HotAdmission, HotEviction, HotTier, HotTierOptions, MscPolicy};
 pub use presets::Preset;
 pub use toml_file::parse_size;
 
@@ -585,6 +585,8 @@ options_by_name! {
     hot_pinned_share: f64 => @ hot_tier.pinned_share;
     msc_policy: MscPolicy => @ hot_tier.msc_policy;
     hot_eviction: HotEviction => @ hot_tier.eviction;
+    hot_admission: HotAdmission => @ hot_tier.admission;
+    hot_demote_into_bottom: bool => @ hot_tier.demote_into_bottom;
     hot_promotion_epoch_ops: u64 => @ hot_tier.promotion_epoch_ops;
     hot_promotion_cooldown_ops: u64 => @ hot_tier.promotion_cooldown_ops;
     hot_promotion_min_gain: f64 => @ hot_tier.promotion_min_gain;
@@ -1021,6 +1023,36 @@ mod tests {
         let err = "lru".parse::<HotEviction>().unwrap_err();
         assert!(
             matches!(&err, Error::InvalidArgument(m) if m.contains("hot_eviction") && m.contains("weight")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn hot_admission_from_toml_builder_and_name() {
+        let tier = "[[tier]]\nname='f'\npath='/a'\n";
+        let grouped =
+            Options::from_toml_str(&format!("[hot_tier]\nadmission = \"make-room\"\n{tier}"))
+                .unwrap();
+        assert_eq!(grouped.hot_tier.admission, HotAdmission::MakeRoom);
+        let flat =
+            Options::from_toml_str(&format!("hot_admission = \"make-room\"\n{tier}")).unwrap();
+        assert_eq!(flat.hot_tier.admission, HotAdmission::MakeRoom);
+        let default = Options::from_toml_str(tier).unwrap();
+        assert_eq!(default.hot_tier.admission, HotAdmission::WhenFree);
+        let err =
+            Options::from_toml_str(&format!("hot_admission = \"always\"\n{tier}")).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("always"), "{err}");
+        let built = Options::builder()
+            .hot_admission(HotAdmission::MakeRoom)
+            .opts;
+        assert_eq!(built.hot_tier.admission, HotAdmission::MakeRoom);
+        for rule in HotAdmission::ALL {
+            assert_eq!(rule.name().parse::<HotAdmission>().unwrap(), rule);
+        }
+        let err = "always".parse::<HotAdmission>().unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("hot_admission") && m.contains("when-free")),
             "{err}"
         );
     }
