@@ -20,6 +20,7 @@
 //! shrinks while it is mapped would fault the reader, and the engine never shrinks a file it
 //! reads (files are created, appended, renamed and removed, positional files only grow).
 
+use super::posix::file_len;
 use super::{FileLock, Fs, PositionalFile, PosixFs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use memmap2::{Mmap, MmapMut, MmapOptions};
@@ -44,11 +45,6 @@ impl MappedFs {
     pub fn new() -> Self {
         MappedFs
     }
-}
-
-fn file_len(file: &File, path: &Path) -> Result<u64> {
-    let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
-    Ok(meta.len())
 }
 
 /// Maps `len` bytes of `file` for reading and writing; `len` may run past the end of the file

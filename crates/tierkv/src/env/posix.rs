@@ -31,7 +31,7 @@ impl PosixFs {
 }
 
 /// The size of an open file, from `fstat`.
-fn file_len(file: &File, path: &Path) -> Result<u64> {
+pub(super) fn file_len(file: &File, path: &Path) -> Result<u64> {
     let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
     Ok(meta.len())
 }
