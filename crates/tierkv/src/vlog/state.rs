@@ -125,6 +125,18 @@ mod tests {
         // crc, version 1, three empty lists, no cursor.
         assert_eq!(&empty[4..], &[1, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(SavedGc::decode(&empty, path).unwrap(), SavedGc::default());
+        // Every field, byte for byte (docs/value-log.md, "Collection state").
+        let bytes = s.encode();
+        #[rustfmt::skip]
+        let body = [
+            1, 0, 0, 0,                                  // version
+            2, 3, 0x80, 0x20, 7, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, // garbage: (3, 4096), (7, 2^40)
+            1, 2,                                        // retired: [2]
+            2, 5, 6,                                     // kept: [5, 6]
+            1, 3, 0xAC, 0x02,                            // cursor: file 3, offset 300
+        ];
+        assert_eq!(&bytes[4..], &body);
+        assert_eq!(&bytes[..4], &crc(&body).to_le_bytes());
     }
 
     #[test]
