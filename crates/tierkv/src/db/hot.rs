@@ -192,9 +192,10 @@ fn make_room(db: &DbInner, hot: &HotStore, batch: &FlushBatch) -> Result<()> {
 /// `user_key`: its table whose range covers the key has it in its filter. An error reading
 /// the table answers no: the answer only weighs MSC's cost.
 fn may_be_on_capacity(db: &DbInner, version: &Version, user_key: &[u8]) -> bool {
-    let Some(level) = version.levels.iter().skip(1).rev().find(|l| !l.is_empty()) else {
+    let Some(level) = version.deepest_non_empty_level() else {
         return false;
     };
+    let level = &version.levels[level];
     let i = level.partition_point(|f| f.largest_user() < user_key);
     level
         .get(i)
@@ -304,13 +305,10 @@ fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Resu
     let version = db.versions.current();
     // Candidates follow the deepest level's tables (the capacity tier's large sorted runs).
     let bounds: Vec<(Vec<u8>, u64)> = version
-        .levels
-        .iter()
-        .skip(1)
-        .rev()
-        .find(|l| !l.is_empty())
+        .deepest_non_empty_level()
         .map(|l| {
-            l.iter()
+            version.levels[l]
+                .iter()
                 .map(|f| (f.largest_user().to_vec(), f.num_entries))
                 .collect()
         })

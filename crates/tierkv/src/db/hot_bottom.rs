@@ -37,7 +37,7 @@ pub(super) fn merge_into_bottom(db: &DbInner, entries: Entries) -> Result<(Entri
         return Ok((entries, 0));
     }
     let version = db.versions.current();
-    let Some(bottom) = deepest_level(&version) else {
+    let Some(bottom) = version.deepest_non_empty_level() else {
         return Ok((entries, 0));
     };
     let (direct, rest) = split_by_upper_versions(db, &version, bottom, entries)?;
@@ -52,13 +52,6 @@ pub(super) fn merge_into_bottom(db: &DbInner, entries: Entries) -> Result<(Entri
     write_merge(db, bottom, &claim.bottom_inputs, direct)?;
     drop(claim);
     Ok((rest, merged))
-}
-
-/// The deepest non-empty level below L0 (the capacity tier's large sorted run).
-fn deepest_level(version: &Version) -> Option<usize> {
-    (1..version.levels.len())
-        .rev()
-        .find(|&l| !version.levels[l].is_empty())
 }
 
 /// Splits `entries` into those whose user key has no version in a level above `bottom` (as
@@ -123,7 +116,7 @@ impl<'a> Claim<'a> {
         let hi = key::user_key(&direct.last()?.0).to_vec();
         let mut state = db.state.lock();
         let version = db.versions.current();
-        if deepest_level(&version) != Some(bottom) {
+        if version.deepest_non_empty_level() != Some(bottom) {
             return None;
         }
         let bottom_inputs = version.overlapping(bottom, Some(&lo), Some(&hi));

@@ -33,7 +33,7 @@ pub fn bottom_level(version: &Version, opts: &Options) -> usize {
     };
     let first_off_fast = opts.placement.levels_on_fast.max(1);
     let by_rule = first_off_fast.saturating_add(runs - 1).min(last);
-    by_rule.max(deepest_non_empty(version))
+    by_rule.max(version.deepest_non_empty_level().unwrap_or(1))
 }
 
 /// Bytes the fast tier holds for the tree (the hot store's budget, when it is on, and the
@@ -70,13 +70,6 @@ pub fn auto_runs(fast: u64, capacity: u64, multiplier: u64) -> usize {
         limit *= multiplier.max(2) as f64;
     }
     runs
-}
-
-fn deepest_non_empty(version: &Version) -> usize {
-    (1..version.levels.len())
-        .rev()
-        .find(|&l| !version.levels[l].is_empty())
-        .unwrap_or(1)
 }
 
 #[cfg(test)]

@@ -103,6 +103,14 @@ impl Version {
         }
     }
 
+    /// The deepest non-empty level below L0 (with a hot store, the capacity tier's large
+    /// sorted run); `None` when every table is in L0 or there is none.
+    pub fn deepest_non_empty_level(&self) -> Option<usize> {
+        (1..self.levels.len())
+            .rev()
+            .find(|&l| !self.levels[l].is_empty())
+    }
+
     /// Total bytes of a level.
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|f| f.size).sum()
