@@ -376,6 +376,30 @@ impl AutoTuning {
     }
 }
 
+/// Sets a `name=value` part of `profile` to what `parse` makes of it; a second `name=` in
+/// one profile is an error.
+fn set_once<T>(
+    slot: &mut Option<T>,
+    name: &str,
+    profile: &str,
+    parse: impl FnOnce() -> Result<T>,
+) -> Result<()> {
+    if slot.is_some() {
+        bail!("{name} given twice in profile {profile:?}");
+    }
+    *slot = Some(parse()?);
+    Ok(())
+}
+
+/// A profile part that switches something on (`1`) or off (`0`).
+fn parse_switch(name: &str, value: &str, expected: &str) -> Result<bool> {
+    match value {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => bail!("{name}={value}: expected {expected}"),
+    }
+}
+
 /// Parses a profile: `+`-joined parts, at most one fixed placement (`pl`, `lad0`..`lad7`;
 /// default `lad2`), `auto` (automatic placement, starting from the fixed placement named, e.g.
 /// `auto+lad1`), at most one WAL mode (`group`, `parallel`) and, with `auto`, thresholds
@@ -410,72 +434,51 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         }
         match part.split_once('=') {
             Some(("bps", value)) => {
-                if bytes_per_sync.is_some() {
-                    bail!("bps given twice in profile {profile:?}");
-                }
-                let bytes = value
-                    .parse()
-                    .with_context(|| format!("bps={value}: expected a byte count like 0"))?;
-                bytes_per_sync = Some(bytes);
+                set_once(&mut bytes_per_sync, "bps", profile, || {
+                    value
+                        .parse()
+                        .with_context(|| format!("bps={value}: expected a byte count like 0"))
+                })?;
                 continue;
             }
             Some(("msc", value)) => {
-                if msc_policy.is_some() {
-                    bail!("msc given twice in profile {profile:?}");
-                }
-                msc_policy = Some(parse_msc_policy(value)?);
+                set_once(&mut msc_policy, "msc", profile, || parse_msc_policy(value))?;
                 continue;
             }
             Some(("cmw", value)) => {
-                if concurrent_memtable_writes.is_some() {
-                    bail!("cmw given twice in profile {profile:?}");
-                }
-                concurrent_memtable_writes = Some(match value {
-                    "0" => false,
-                    "1" => true,
-                    _ => bail!("cmw={value}: expected 0 (off) or 1 (on)"),
-                });
+                set_once(&mut concurrent_memtable_writes, "cmw", profile, || {
+                    parse_switch("cmw", value, "0 (off) or 1 (on)")
+                })?;
                 continue;
             }
             Some(("cmwops", value)) => {
-                if concurrent_memtable_min_ops.is_some() {
-                    bail!("cmwops given twice in profile {profile:?}");
-                }
-                let ops = value
-                    .parse()
-                    .with_context(|| format!("cmwops={value}: expected an operation count"))?;
-                concurrent_memtable_min_ops = Some(ops);
+                set_once(&mut concurrent_memtable_min_ops, "cmwops", profile, || {
+                    value
+                        .parse()
+                        .with_context(|| format!("cmwops={value}: expected an operation count"))
+                })?;
                 continue;
             }
             Some(("admit", value)) => {
-                if admission.is_some() {
-                    bail!("admit given twice in profile {profile:?}");
-                }
-                let rule = value.parse().map_err(|e| {
-                    anyhow::anyhow!("admit={value}: {e} (e.g. prismdb+admit=when-free)")
+                set_once(&mut admission, "admit", profile, || {
+                    value.parse().map_err(|e| {
+                        anyhow::anyhow!("admit={value}: {e} (e.g. prismdb+admit=when-free)")
+                    })
                 })?;
-                admission = Some(rule);
                 continue;
             }
             Some(("bottom", value)) => {
-                if demote_into_bottom.is_some() {
-                    bail!("bottom given twice in profile {profile:?}");
-                }
-                demote_into_bottom = Some(match value {
-                    "1" => true,
-                    "0" => false,
-                    _ => bail!("bottom={value}: expected 1 or 0 (e.g. prismdb+bottom=1)"),
-                });
+                set_once(&mut demote_into_bottom, "bottom", profile, || {
+                    parse_switch("bottom", value, "1 or 0 (e.g. prismdb+bottom=1)")
+                })?;
                 continue;
             }
             Some(("runs", value)) => {
-                if capacity_levels.is_some() {
-                    bail!("runs given twice in profile {profile:?}");
-                }
-                let runs = value
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("runs={value}: {e}"))?;
-                capacity_levels = Some(runs);
+                set_once(&mut capacity_levels, "runs", profile, || {
+                    value
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("runs={value}: {e}"))
+                })?;
                 continue;
             }
             Some((name, value)) => {
