@@ -436,6 +436,17 @@ fn fresh(mode: WalMode, levels_on_fast: usize) -> (Arc<FaultFs>, Arc<ExhaustFs>,
 // A full tier
 // ---------------------------------------------------------------------------------------------
 
+/// Writes 300 keys and flushes them with room, writes 300 more, fills the capacity tier and
+/// flushes into it: the flush fails with `NoSpace` naming the tier (`acked` gets every key).
+fn flush_into_a_full_capacity_tier(db: &Db, fault: &FaultFs, acked: &mut Acked, case: &str) {
+    acked.put_all(db, "flushed", 300);
+    db.flush().expect("flush with room");
+    acked.put_all(db, "pending", 300);
+    fault.set_space_limit(Path::new(CAPACITY), Some(0));
+    let err = db.flush().expect_err("flush into a full tier");
+    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+}
+
 /// L0 lives on the capacity tier, which is full when the memtable is flushed.
 #[test]
 fn a_tier_full_during_flush_stops_writes_and_loses_nothing() {
@@ -444,12 +455,7 @@ fn a_tier_full_during_flush_stops_writes_and_loses_nothing() {
         let (fault, fs, opts) = fresh(mode, 0);
         let db = Db::open(opts.clone()).expect("open");
         let mut acked = Acked::default();
-        acked.put_all(&db, "flushed", 300);
-        db.flush().expect("flush with room");
-        acked.put_all(&db, "pending", 300);
-        fault.set_space_limit(Path::new(CAPACITY), Some(0));
-        let err = db.flush().expect_err("flush into a full tier");
-        assert_no_space_naming(&err, &["'capacity'", CAPACITY], &case);
+        flush_into_a_full_capacity_tier(&db, &fault, &mut acked, &case);
         assert_stopped_but_readable(&db, &acked, &case);
         drop_within(Some(db), &case);
         fault.set_space_limit(Path::new(CAPACITY), None);
@@ -557,12 +563,7 @@ fn writes_resume_in_place_once_a_full_tier_has_room() {
         let (fault, fs, opts) = fresh(mode, 0);
         let db = Db::open(opts.clone()).expect("open");
         let mut acked = Acked::default();
-        acked.put_all(&db, "flushed", 300);
-        db.flush().expect("flush with room");
-        acked.put_all(&db, "pending", 300);
-        fault.set_space_limit(Path::new(CAPACITY), Some(0));
-        let err = db.flush().expect_err("flush into a full tier");
-        assert_no_space_naming(&err, &["'capacity'", CAPACITY], &case);
+        flush_into_a_full_capacity_tier(&db, &fault, &mut acked, &case);
         assert_stopped_but_readable(&db, &acked, &case);
 
         let still_full = db.resume().expect_err("resume while the tier is full");
@@ -599,12 +600,7 @@ fn writes_resume_by_themselves_with_auto_resume() {
     opts.compaction.auto_resume_ms = 10;
     let db = Db::open(opts.clone()).expect("open");
     let mut acked = Acked::default();
-    acked.put_all(&db, "flushed", 300);
-    db.flush().expect("flush with room");
-    acked.put_all(&db, "pending", 300);
-    fault.set_space_limit(Path::new(CAPACITY), Some(0));
-    let err = db.flush().expect_err("flush into a full tier");
-    assert_no_space_naming(&err, &["'capacity'", CAPACITY], case);
+    flush_into_a_full_capacity_tier(&db, &fault, &mut acked, case);
 
     let mut refused = 0;
     for i in 0..30 {
