@@ -1112,6 +1112,13 @@ fn crash_sweep_recovers_a_durable_prefix() {
     );
 }
 
+/// A sweep of half the steps and crash points of the base one, for a shape that exercises
+/// one part of the engine; fails unless a crash landed in each of `categories`.
+fn half_sweep(shape: Shape, categories: &[&str]) {
+    let points = env_u64("TIERKV_CRASH_POINTS", 40) / 2;
+    assert_landed(&sweep(shape, STEPS / 2, points, &[]), categories);
+}
+
 /// Fails unless some crash of a sweep landed in each of `categories` of call.
 fn assert_landed(coverage: &BTreeMap<&'static str, usize>, categories: &[&str]) {
     for cat in categories {
@@ -1131,13 +1138,7 @@ fn crash_sweep_hot_tier() {
         hot_budget: 4 << 20,
         ..BASE
     };
-    let coverage = sweep(
-        shape,
-        STEPS / 2,
-        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
-        &[],
-    );
-    assert_landed(&coverage, &["hot-slab", "hot-journal"]);
+    half_sweep(shape, &["hot-slab", "hot-journal"]);
 }
 
 /// The hot store over its budget: demotions write L0 tables and clear slots while flushes
@@ -1150,13 +1151,7 @@ fn crash_sweep_hot_tier_demoting() {
         max_value: 400,
         ..BASE
     };
-    let coverage = sweep(
-        shape,
-        STEPS / 2,
-        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
-        &[],
-    );
-    assert_landed(&coverage, &["hot-slab"]);
+    half_sweep(shape, &["hot-slab"]);
 }
 
 /// The hot store over its budget with room-making flushes and demotions merged straight into
@@ -1172,13 +1167,7 @@ fn crash_sweep_hot_tier_demoting_into_bottom() {
         hot_demote_into_bottom: true,
         ..BASE
     };
-    let coverage = sweep(
-        shape,
-        STEPS / 2,
-        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
-        &[],
-    );
-    assert_landed(&coverage, &["hot-slab", "compaction-table"]);
+    half_sweep(shape, &["hot-slab", "compaction-table"]);
 }
 
 /// The hot store with SplitKV's weight policy and split values: values of 400 bytes or more
@@ -1195,13 +1184,7 @@ fn crash_sweep_hot_tier_weight_migrating() {
         max_value: 600,
         ..BASE
     };
-    let coverage = sweep(
-        shape,
-        STEPS / 2,
-        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
-        &[],
-    );
-    assert_landed(&coverage, &["hot-slab", "hot-journal"]);
+    half_sweep(shape, &["hot-slab", "hot-journal"]);
 }
 
 /// SpanDB's "PL" placement (only the WAL on the fast tier), no compression, one background
@@ -1215,12 +1198,7 @@ fn crash_sweep_wal_only_fast_tier() {
         background_threads: 1,
         ..BASE
     };
-    sweep(
-        shape,
-        STEPS / 2,
-        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
-        &[],
-    );
+    half_sweep(shape, &[]);
 }
 
 /// A fast tier whose budget is too small for the levels it should hold: tables overflow to the
@@ -1234,12 +1212,7 @@ fn crash_sweep_overflowing_fast_tier() {
         max_bytes_for_level_base: 1 << 20,
         ..BASE
     };
-    sweep(
-        shape,
-        STEPS / 2,
-        env_u64("TIERKV_CRASH_POINTS", 40) / 2,
-        &[],
-    );
+    half_sweep(shape, &[]);
 }
 
 /// Enough data that the MANIFEST outgrows its roll size (a quarter of the WAL reserve, at least

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{tiny, TierSetup};
+use common::{large_value, small_value, tiny, TierSetup};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
 use tierkv::{Db, HotEviction, HotTier, Options, Preset, ReadOptions, WriteOptions};
@@ -19,19 +19,6 @@ fn options(fs: &Arc<FaultFs>) -> Options {
         .fs(fs.clone())
         .build()
         .expect("valid options")
-}
-
-fn small_value(key: &str) -> Vec<u8> {
-    // 200 bytes: a 300-byte slot with its key and header.
-    let mut v = format!("{key}=").into_bytes();
-    v.resize(200, b'.');
-    v
-}
-
-fn large_value(key: &str) -> Vec<u8> {
-    let mut v = format!("{key}=").into_bytes();
-    v.resize(8 << 10, b'#');
-    v
 }
 
 fn hot_key(i: u32) -> String {

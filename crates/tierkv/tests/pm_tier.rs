@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::tiny;
+use common::{large_value, small_value, tiny};
 use std::path::{Path, PathBuf};
 use tierkv::{
     Db, Error, Options, Preset, ReadOptions, TierConfig, TierKind, WalMode, WriteOptions,
@@ -47,18 +47,6 @@ impl PmDirs {
             .build()
             .expect("valid options")
     }
-}
-
-fn small_value(key: &str) -> Vec<u8> {
-    let mut v = format!("{key}=").into_bytes();
-    v.resize(200, b'.');
-    v
-}
-
-fn large_value(key: &str) -> Vec<u8> {
-    let mut v = format!("{key}=").into_bytes();
-    v.resize(8 << 10, b'#');
-    v
 }
 
 fn get(db: &Db, k: &str) -> Option<Vec<u8>> {

@@ -27,6 +27,22 @@ pub fn value(i: u32) -> Vec<u8> {
         .collect()
 }
 
+/// A 200-byte value starting `key=`: with its key and header a 300-byte hot-store slot, far
+/// below a 4 KiB split threshold.
+pub fn small_value(key: &str) -> Vec<u8> {
+    let mut v = format!("{key}=").into_bytes();
+    v.resize(200, b'.');
+    v
+}
+
+/// An 8 KiB value starting `key=`: too large for a hot-store slot, above a 4 KiB split
+/// threshold.
+pub fn large_value(key: &str) -> Vec<u8> {
+    let mut v = format!("{key}=").into_bytes();
+    v.resize(8 << 10, b'#');
+    v
+}
+
 /// Everything the database holds, by a forward scan.
 pub fn scan(db: &Db) -> Result<Model> {
     let mut it = db.iter(ReadOptions::default())?;

@@ -15,8 +15,8 @@ pub mod wait;
 pub use crash::{crash_now, drop_within, env_u64, Crash, Failures, FsImage, CRASHES, DROP_LIMIT};
 pub(crate) use forward::forward_fs;
 pub use kv::{
-    assert_same_entries, assert_scan_matches, collect_entries, key, key6, read_entries, scan,
-    show_bytes, show_entry, value, Entry, Model,
+    assert_same_entries, assert_scan_matches, collect_entries, key, key6, large_value,
+    read_entries, scan, show_bytes, show_entry, small_value, value, Entry, Model,
 };
 pub use opts::{sized, small, tiny, MODES};
 pub use tiers::{TierSetup, CAPACITY, FAST};
