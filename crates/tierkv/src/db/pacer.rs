@@ -90,15 +90,8 @@ impl WritePacer {
         } else {
             self.follow_l0(&mut s, l0);
         }
-        let start = s.next_write_at.map_or(now, |n| n.max(now));
-        let cost = Duration::from_secs_f64(bytes.max(1) as f64 / s.rate);
-        s.next_write_at = Some(start + cost);
-        let wait = start.saturating_duration_since(now);
-        if wait < MIN_SLEEP {
-            Duration::ZERO
-        } else {
-            wait
-        }
+        let rate = s.rate;
+        book(&mut s.next_write_at, rate, bytes, now)
     }
 
     /// Slowed writes' rate in bytes per second (`None` while writes are not slowed).
@@ -147,14 +140,21 @@ impl DemotionPacer {
             *next = None;
             return Duration::ZERO;
         }
-        let start = next.map_or(now, |n| n.max(now));
-        *next = Some(start + Duration::from_secs_f64(bytes.max(1) as f64 / self.rate));
-        let wait = start.saturating_duration_since(now);
-        if wait < MIN_SLEEP {
-            Duration::ZERO
-        } else {
-            wait
-        }
+        book(&mut next, self.rate, bytes, now)
+    }
+}
+
+/// Books a paced write of `bytes` at `rate` bytes per second after the one `next_write_at`
+/// names (or now) and returns how long it waits: zero while the wait owed is under
+/// [`MIN_SLEEP`], which is carried to the next write instead.
+fn book(next_write_at: &mut Option<Instant>, rate: f64, bytes: u64, now: Instant) -> Duration {
+    let start = next_write_at.map_or(now, |n| n.max(now));
+    *next_write_at = Some(start + Duration::from_secs_f64(bytes.max(1) as f64 / rate));
+    let wait = start.saturating_duration_since(now);
+    if wait < MIN_SLEEP {
+        Duration::ZERO
+    } else {
+        wait
     }
 }
 
