@@ -352,6 +352,8 @@ pub struct HotTierStats {
     /// Demoted objects merged straight into the capacity tier's bottom run (no L0 table),
     /// since open.
     pub demoted_into_bottom: u64,
+    /// Slots iterators read since open (an iterator reads its bounds a chunk at a time).
+    pub iterator_slot_reads: u64,
 }
 
 impl Stats {

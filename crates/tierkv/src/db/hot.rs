@@ -22,11 +22,13 @@ use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::admit::FlushBatch;
+use crate::hot::iter::Reader;
 use crate::hot::{Clears, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
-use crate::options::HotAdmission;
+use crate::options::{HotAdmission, ReadOptions};
+use crate::snapshot::Snapshot;
 use crate::sst::ReadTrace;
 use crate::tier::WriteKind;
 use crate::version::{Version, VersionEdit};
@@ -133,22 +135,18 @@ impl DbInner {
         self.hot.as_ref().and_then(|h| h.latest_seq(user_key))
     }
 
-    /// The hot store's entries for an iterator over `view`: `None` without a store,
-    /// `Some(None)` if a demotion ran since the view was taken (take a new view).
-    pub(super) fn hot_iter(
-        &self,
-        view: &ReadView,
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
-    ) -> Result<Option<Option<VecIter>>> {
-        let Some(hot) = &self.hot else {
-            return Ok(None);
-        };
-        let entries = hot.collect(lower, upper, view.seq)?;
-        if hot.epoch() != view.hot_epoch {
-            return Ok(Some(None));
-        }
-        Ok(Some(Some(VecIter::new(entries))))
+    /// Registers an iterator with the hot store, before its view is taken: the reader and
+    /// the snapshot the store's child iterator reads at (`opts.snapshot`, taken now if the
+    /// caller gave none). `None` without a hot store.
+    pub(super) fn hot_reader(&self, opts: &mut ReadOptions) -> Option<(Reader, Snapshot)> {
+        let hot = self.hot.as_ref()?;
+        let reader = hot.reader();
+        let versions = &self.versions;
+        let snapshot = opts
+            .snapshot
+            .get_or_insert_with(|| self.snapshots.acquire(|| versions.last_sequence()))
+            .clone();
+        Some((reader, snapshot))
     }
 }
 

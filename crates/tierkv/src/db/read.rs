@@ -5,6 +5,7 @@ use super::hot::HotAnswer;
 use super::iter::{DbIterator, LevelIter};
 use super::DbInner;
 use crate::error::Result;
+use crate::hot::iter::HotIter;
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::{Lookup, MemTable};
@@ -208,18 +209,18 @@ impl DbInner {
     }
 
     /// An iterator over the values as the LSM stores them (tagged, with split values).
-    pub(super) fn iter_stored(&self, opts: ReadOptions) -> Result<DbIterator> {
+    pub(super) fn iter_stored(&self, mut opts: ReadOptions) -> Result<DbIterator> {
+        // Hot tier hook: the store's reader is registered before the view is taken.
+        let hot = self.hot_reader(&mut opts);
         let view = self.read_view(&opts);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {
             children.push(Box::new(mem.iter()));
         }
         // Hot tier hook: the hot store's entries, between the memtables and the tables.
-        let (lower, upper) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
-        match self.hot_iter(&view, lower, upper)? {
-            Some(Some(hot)) => children.push(Box::new(hot)),
-            Some(None) => return self.iter(opts),
-            None => {}
+        if let Some((reader, snapshot)) = hot {
+            let (lower, upper) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
+            children.push(Box::new(HotIter::new(reader, snapshot, lower, upper)));
         }
         for file in &view.version.levels[0] {
             children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));

@@ -28,6 +28,7 @@
 
 pub(crate) mod admit;
 pub(crate) mod buckets;
+pub(crate) mod iter;
 pub(crate) mod msc;
 pub(crate) mod promote;
 pub(crate) mod slab;
@@ -152,6 +153,8 @@ pub(crate) struct HotCounters {
     /// Writes delayed while a demotion ran past the high watermark, and their waits.
     pub paced_writes: AtomicU64,
     pub paced_micros: AtomicU64,
+    /// Slots iterators read.
+    pub iterator_slot_reads: AtomicU64,
 }
 
 /// A memtable entry of one key: sequence, kind, value.
@@ -201,6 +204,8 @@ pub(crate) struct HotStore {
     read_only: bool,
     /// Bumped each time a demotion drops objects from the index (under the index lock).
     epoch: AtomicU64,
+    /// Live iterators and the demoted objects they may still need (locked after `index`).
+    readers: Mutex<iter::Readers>,
     /// A demotion runs because the store would pass its high watermark: writes are paced.
     demoting: std::sync::atomic::AtomicBool,
     /// The in-flight marker last written: `(log_number, lowest sequence)`.
@@ -345,6 +350,7 @@ impl HotStore {
             counters: HotCounters::default(),
             read_only,
             epoch: AtomicU64::new(0),
+            readers: Mutex::default(),
             demoting: std::sync::atomic::AtomicBool::new(false),
             marker: Mutex::new(marker),
             // NB: in memory only: after a restart every object starts at weight 0.
@@ -512,42 +518,6 @@ impl HotStore {
             .get(user_key)
             .and_then(|vs| vs.first())
             .map(|v| v.seq)
-    }
-
-    /// Every key's newest version at or below `seq` in `[lower, upper)`, as internal-key
-    /// entries for an iterator (`InLsm` versions are left to the LSM, which holds them).
-    pub fn collect(
-        &self,
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
-        seq: SeqNo,
-    ) -> Result<Entries> {
-        use std::ops::Bound;
-        let mut out = Vec::new();
-        if let (Some(l), Some(u)) = (lower, upper) {
-            if l >= u {
-                return Ok(out);
-            }
-        }
-        let index = self.index.read();
-        let lo = lower.map_or(Bound::Unbounded, Bound::Included);
-        let hi = upper.map_or(Bound::Unbounded, Bound::Excluded);
-        for (k, vs) in index.map.range::<[u8], _>((lo, hi)) {
-            let Some(v) = vs.iter().find(|v| v.seq <= seq) else {
-                continue;
-            };
-            match v.kind {
-                SlotKind::InLsm => {}
-                SlotKind::Deletion => {
-                    out.push((key::internal_key(k, v.seq, ValueKind::Deletion), Vec::new()))
-                }
-                SlotKind::Value => out.push((
-                    key::internal_key(k, v.seq, ValueKind::Value),
-                    self.read_value(k, v)?,
-                )),
-            }
-        }
-        Ok(out)
     }
 
     /// Runs a job's slot writes (`(slot, bytes)`, applied in order) crash-safely. The pages
@@ -1080,15 +1050,19 @@ impl HotStore {
         log_number: u64,
         clears: Clears,
     ) -> Result<()> {
-        let moved_bytes: u64 = demotion
-            .entries
+        let Demotion {
+            entries,
+            victims,
+            average,
+        } = demotion;
+        let moved_bytes: u64 = entries
             .iter()
             .map(|(k, v)| (k.len() + v.len()) as u64)
             .sum();
         let mut cleared = Vec::new();
         {
             let mut index = self.index.write();
-            for (k, seq, loc) in demotion.victims {
+            for (k, seq, loc) in victims {
                 // NB: the job is the store's only writer, so the version is still the newest.
                 let same = index
                     .map
@@ -1106,8 +1080,10 @@ impl HotStore {
                 index.drop_version(loc);
                 cleared.push(loc);
             }
-            self.epoch.fetch_add(1, Ordering::AcqRel);
-            if let (Some(w), Some(average)) = (&self.weights, demotion.average) {
+            let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+            // Iterators that started before the demotion may lack its table.
+            self.readers.lock().demoted(epoch, entries);
+            if let (Some(w), Some(average)) = (&self.weights, average) {
                 w.age(average);
             }
         }
@@ -1137,7 +1113,7 @@ impl HotStore {
             }
         }
         let c = &self.counters;
-        if demotion.average.is_some() {
+        if average.is_some() {
             c.migrated_objects
                 .fetch_add(cleared.len() as u64, Ordering::Relaxed);
             c.migrated_bytes.fetch_add(moved_bytes, Ordering::Relaxed);
@@ -1190,6 +1166,7 @@ impl HotStore {
             paced_writes: load(&c.paced_writes),
             paced_micros: load(&c.paced_micros),
             demoted_into_bottom: load(&c.demoted_into_bottom),
+            iterator_slot_reads: load(&c.iterator_slot_reads),
         }
     }
 

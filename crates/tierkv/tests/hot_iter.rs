@@ -1,0 +1,217 @@
+//! Iterators over a database with a hot store (`hot_tier = "slab"`): they read the store a
+//! chunk at a time, so a short scan costs a few slot reads, and they keep reading the state
+//! of their creation while flushes supersede the versions they have not reached yet and
+//! demotions move those to tables the iterator's version does not hold.
+
+mod common;
+
+use common::{tiny, TierSetup, MODES};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tierkv::env::FaultFs;
+use tierkv::{Db, DbIterator, HotTier, Options, ReadOptions, WalMode, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
+    tiny()
+        .fault_tiers()
+        .wal(mode)
+        .hot_tier(HotTier::Slab)
+        .hot_budget(budget)
+        .fs(fs.clone())
+        .build()
+        .expect("valid options")
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+fn value(round: u32, i: u32) -> Vec<u8> {
+    format!("r{round}-{i}-{}", "x".repeat((i % 200) as usize)).into_bytes()
+}
+
+fn write_round(db: &Db, round: u32, keys: std::ops::Range<u32>) {
+    let w = WriteOptions::default();
+    for i in keys {
+        db.put(&w, &key(i), &value(round, i)).unwrap();
+    }
+    db.flush().unwrap();
+}
+
+fn entry(it: &DbIterator) -> (Vec<u8>, Vec<u8>) {
+    (it.key().to_vec(), it.value().to_vec())
+}
+
+/// Reads forward from where `it` stands to its end.
+fn rest_forward(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push(entry(it));
+        it.next();
+    }
+    it.status().unwrap();
+    out
+}
+
+/// Reads backward from where `it` stands to its start.
+fn rest_backward(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push(entry(it));
+        it.prev();
+    }
+    it.status().unwrap();
+    out
+}
+
+fn model_of(db: &Db) -> Model {
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    rest_forward(&mut it).into_iter().collect()
+}
+
+fn in_range(model: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    model
+        .range(lo.to_vec()..hi.to_vec())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+#[test]
+fn a_short_scan_reads_a_few_slots_of_a_large_store() {
+    let fs = FaultFs::new(1);
+    let db = Db::open(options(&fs, WalMode::Group, 8 << 20)).unwrap();
+    write_round(&db, 0, 0..5_000);
+    let before = db.stats().hot_tier.expect("hot store on");
+    assert_eq!(before.objects, 5_000, "every object is in the store");
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek(&key(2_500));
+    let mut got = Vec::new();
+    while it.valid() && got.len() < 10 {
+        got.push(entry(&it));
+        it.next();
+    }
+    it.status().unwrap();
+    let want: Vec<_> = (2_500..2_510).map(|i| (key(i), value(0, i))).collect();
+    assert_eq!(got, want);
+    let read = db.stats().hot_tier.unwrap().iterator_slot_reads - before.iterator_slot_reads;
+    assert!(
+        read <= 100,
+        "a scan of 10 keys read {read} slots of a store of 5,000"
+    );
+    // Unbounded at the low end too: a scan back from the middle is as cheap.
+    let before = db.stats().hot_tier.unwrap().iterator_slot_reads;
+    it.seek(&key(2_000));
+    for _ in 0..10 {
+        it.prev();
+    }
+    assert_eq!(entry(&it), (key(1_990), value(0, 1_990)));
+    let read = db.stats().hot_tier.unwrap().iterator_slot_reads - before;
+    assert!(read <= 100, "a backward scan of 10 keys read {read} slots");
+}
+
+#[test]
+fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_objects() {
+    for mode in MODES {
+        let fs = FaultFs::new(7);
+        let db = Db::open(options(&fs, mode, 64 << 10)).unwrap();
+        write_round(&db, 0, 0..400);
+        let model = model_of(&db);
+        assert_eq!(model.len(), 400, "{mode:?}");
+
+        // Four iterators at this state, each stopped early, one of them at a snapshot the
+        // caller drops at once.
+        let mut forward = db.iter(ReadOptions::default()).unwrap();
+        forward.seek_to_first();
+        let mut seen_forward = Vec::new();
+        for _ in 0..3 {
+            seen_forward.push(entry(&forward));
+            forward.next();
+        }
+        let mut backward = db.iter(ReadOptions::default()).unwrap();
+        backward.seek_to_last();
+        let mut seen_backward = Vec::new();
+        for _ in 0..3 {
+            seen_backward.push(entry(&backward));
+            backward.prev();
+        }
+        let snapshot = db.snapshot();
+        let mut bounded = db
+            .iter(ReadOptions {
+                lower_bound: Some(key(100)),
+                upper_bound: Some(key(300)),
+                ..ReadOptions::at(&snapshot)
+            })
+            .unwrap();
+        drop(snapshot);
+        bounded.seek(&key(150));
+        let mut mixed = db.iter(ReadOptions::default()).unwrap();
+        mixed.seek(&key(200));
+
+        // Every key overwritten five times and 400 new keys: flushes supersede what the
+        // iterators have not read, and demotions move objects out of the store.
+        let demoted = db.stats().hot_tier.unwrap().demoted_objects;
+        for round in 1..6 {
+            write_round(&db, round, 0..400);
+            write_round(&db, round, 1_000..1_080);
+        }
+        let hot = db.stats().hot_tier.unwrap();
+        assert!(hot.demoted_objects > demoted, "{mode:?}: {hot:?}");
+
+        seen_forward.extend(rest_forward(&mut forward));
+        let all: Vec<_> = model.clone().into_iter().collect();
+        assert_eq!(seen_forward, all, "{mode:?}: forward");
+
+        seen_backward.extend(rest_backward(&mut backward));
+        let mut reversed = all.clone();
+        reversed.reverse();
+        assert_eq!(seen_backward, reversed, "{mode:?}: backward");
+
+        assert_eq!(
+            rest_forward(&mut bounded),
+            in_range(&model, &key(150), &key(300)),
+            "{mode:?}: bounded, at a dropped snapshot"
+        );
+
+        // Back and forth across chunk boundaries.
+        for _ in 0..120 {
+            mixed.prev();
+        }
+        assert_eq!(entry(&mixed).0, key(80), "{mode:?}");
+        for _ in 0..250 {
+            mixed.next();
+        }
+        assert_eq!(entry(&mixed).0, key(330), "{mode:?}");
+        assert_eq!(
+            rest_forward(&mut mixed),
+            in_range(&model, &key(330), b"l"),
+            "{mode:?}: mixed"
+        );
+
+        // A new iterator sees the latest state.
+        let now = model_of(&db);
+        assert_eq!(now.len(), 480, "{mode:?}");
+        assert_eq!(now[&key(7)], value(5, 7), "{mode:?}");
+    }
+}
+
+#[test]
+fn an_iterator_keeps_seeing_keys_deleted_after_it_started() {
+    let fs = FaultFs::new(3);
+    let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
+    write_round(&db, 0, 0..300);
+    let model = model_of(&db);
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    let w = WriteOptions::default();
+    for i in (0..300).step_by(2) {
+        db.delete(&w, &key(i)).unwrap();
+    }
+    db.flush().unwrap();
+    write_round(&db, 1, 1_000..1_400);
+    let got = rest_forward(&mut it);
+    assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+    assert_eq!(model_of(&db).len(), 150 + 400);
+}
