@@ -40,6 +40,23 @@ fn write_round(db: &Db, round: u32, keys: std::ops::Range<u32>) {
     db.flush().unwrap();
 }
 
+/// Asserts `got == want`, naming the first difference rather than printing both.
+#[track_caller]
+fn assert_entries(got: &[(Vec<u8>, Vec<u8>)], want: &[(Vec<u8>, Vec<u8>)], what: &str) {
+    let show = |e: Option<&(Vec<u8>, Vec<u8>)>| {
+        e.map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.len()))
+    };
+    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        panic!(
+            "{what}: {} entries, {} wanted; first difference at {i}: got {:?}, want {:?}",
+            got.len(),
+            want.len(),
+            show(got.get(i)),
+            show(want.get(i))
+        );
+    }
+}
+
 fn entry(it: &DbIterator) -> (Vec<u8>, Vec<u8>) {
     (it.key().to_vec(), it.value().to_vec())
 }
@@ -95,7 +112,7 @@ fn a_short_scan_reads_a_few_slots_of_a_large_store() {
     }
     it.status().unwrap();
     let want: Vec<_> = (2_500..2_510).map(|i| (key(i), value(0, i))).collect();
-    assert_eq!(got, want);
+    assert_entries(&got, &want, "a short scan");
     let read = db.stats().hot_tier.unwrap().iterator_slot_reads - before.iterator_slot_reads;
     assert!(
         read <= 100,
@@ -162,17 +179,17 @@ fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_object
 
         seen_forward.extend(rest_forward(&mut forward));
         let all: Vec<_> = model.clone().into_iter().collect();
-        assert_eq!(seen_forward, all, "{mode:?}: forward");
+        assert_entries(&seen_forward, &all, &format!("{mode:?}: forward"));
 
         seen_backward.extend(rest_backward(&mut backward));
         let mut reversed = all.clone();
         reversed.reverse();
-        assert_eq!(seen_backward, reversed, "{mode:?}: backward");
+        assert_entries(&seen_backward, &reversed, &format!("{mode:?}: backward"));
 
-        assert_eq!(
-            rest_forward(&mut bounded),
-            in_range(&model, &key(150), &key(300)),
-            "{mode:?}: bounded, at a dropped snapshot"
+        assert_entries(
+            &rest_forward(&mut bounded),
+            &in_range(&model, &key(150), &key(300)),
+            &format!("{mode:?}: bounded, at a dropped snapshot"),
         );
 
         // Back and forth across chunk boundaries.
@@ -184,10 +201,10 @@ fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_object
             mixed.next();
         }
         assert_eq!(entry(&mixed).0, key(330), "{mode:?}");
-        assert_eq!(
-            rest_forward(&mut mixed),
-            in_range(&model, &key(330), b"l"),
-            "{mode:?}: mixed"
+        assert_entries(
+            &rest_forward(&mut mixed),
+            &in_range(&model, &key(330), b"l"),
+            &format!("{mode:?}: mixed"),
         );
 
         // A new iterator sees the latest state.
@@ -212,6 +229,7 @@ fn an_iterator_keeps_seeing_keys_deleted_after_it_started() {
     db.flush().unwrap();
     write_round(&db, 1, 1_000..1_400);
     let got = rest_forward(&mut it);
-    assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+    let want: Vec<_> = model.into_iter().collect();
+    assert_entries(&got, &want, "deleted after the iterator started");
     assert_eq!(model_of(&db).len(), 150 + 400);
 }
