@@ -24,11 +24,9 @@ pub(crate) struct Counters {
     pub slowdowns: AtomicU64,
     pub stops: AtomicU64,
     pub flushes: AtomicU64,
-    pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     /// Chunks compactions installed before their last edit.
     pub compaction_chunks: AtomicU64,
-    pub compaction_bytes_read: AtomicU64,
     /// Compactions (trivial moves included) by output level.
     pub compactions_into: [AtomicU64; 16],
     /// Compaction input bytes by output level.

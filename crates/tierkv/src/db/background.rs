@@ -391,7 +391,6 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
 /// Runs `task` and counts it, with its time, against its output level.
 pub(super) fn run_compaction(db: &DbInner, task: &CompactionTask) -> Result<()> {
     let started = std::time::Instant::now();
-    Counters::add(&db.counters.compactions, 1);
     // Levels past the counters' end share the last slot.
     let slot = task
         .output_level()
@@ -426,7 +425,6 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     for f in task.all_inputs() {
         children.push(Box::new(db.table_cache.get(f)?.iter(false)));
     }
-    Counters::add(&db.counters.compaction_bytes_read, task.input_bytes());
     Counters::add(&db.counters.compaction_read_into[slot], task.input_bytes());
     let mut merged = MergingIter::new(children);
     // Hot tier hook: popular objects a compaction into the capacity tier meets may go back

@@ -589,7 +589,7 @@ impl DbInner {
         let c = &self.counters;
         let version = self.versions.current();
         let tiers: Vec<TierStats> = self.tiers.all().iter().map(tier_stats).collect();
-        let levels = version
+        let levels: Vec<LevelStats> = version
             .levels
             .iter()
             .enumerate()
@@ -624,6 +624,10 @@ impl DbInner {
                 }
             })
             .collect();
+        // NB: the totals are the levels' sums, so a compaction counted between two loads
+        // cannot make them disagree.
+        let compactions = levels.iter().map(|l| l.compactions_into).sum();
+        let compaction_bytes_read = levels.iter().map(|l| l.compaction_bytes_read).sum();
         let (placement, placement_history) = self.placement_report();
         let (replicas_made, replicas_dropped) = self.table_cache.replica_counts();
         let state = self.state.lock();
@@ -653,10 +657,10 @@ impl DbInner {
                 .rate()
                 .filter(|_| version.levels[0].len() >= self.opts.compaction.l0_slowdown_trigger),
             flushes: stats::load(&c.flushes),
-            compactions: stats::load(&c.compactions),
+            compactions,
             trivial_moves: stats::load(&c.trivial_moves),
             compaction_chunks: stats::load(&c.compaction_chunks),
-            compaction_bytes_read: stats::load(&c.compaction_bytes_read),
+            compaction_bytes_read,
             block_cache: cache,
             immutable_memtables: state.imm.len(),
             memtable_bytes: state.mem.approximate_bytes() as u64,
