@@ -31,8 +31,9 @@ pub trait InternalIterator: Send {
 /// Merges several internal iterators into one ordered stream.
 ///
 /// Children are few (memtables, L0 tables, one cursor per deeper level), so the smallest or
-/// largest child is found by a linear scan instead of a heap. Internal keys are unique across
-/// children (every write has its own sequence number), so ties never occur.
+/// largest child is found by a linear scan instead of a heap. Two children hold the same
+/// internal key only as copies of one version (the hot store and a table, `hot::iter`): a tie
+/// yields both, one after the other, which the database iterator reads as one entry.
 pub struct MergingIter {
     children: Vec<Box<dyn InternalIterator>>,
     current: Option<usize>,

@@ -6,6 +6,8 @@
 //!   table, then drops the objects from the store and bumps the store's epoch. A view records
 //!   the epoch before its version; a reader that misses the store and finds the epoch moved
 //!   takes a new view (its version might predate the table), otherwise its version is right.
+//!   An iterator registers with the store before its view instead, and merges in the objects
+//!   of demotions that end while it lives (`hot::iter`).
 //!   (A reader cannot simply take the current version: a compaction since its view may have
 //!   dropped versions its sequence still sees.)
 //! - A flush writes the hot part (synced) before its MANIFEST edit, and frees what it

@@ -70,7 +70,12 @@ impl Readers {
     /// Keeps the objects of a demotion that ended at `epoch` if a live reader registered
     /// before it.
     pub(super) fn demoted(&mut self, epoch: u64, entries: Entries) {
-        if self.live.keys().next().is_some_and(|&oldest| oldest < epoch) {
+        if self
+            .live
+            .keys()
+            .next()
+            .is_some_and(|&oldest| oldest < epoch)
+        {
             self.moved.push((epoch, Arc::new(entries)));
         }
     }
@@ -101,8 +106,10 @@ impl Drop for Reader {
 struct Chunk {
     /// The visible versions found, sorted by internal key.
     entries: Entries,
-    /// The last key scanned, when the fetch stopped before the end of its range.
-    stopped_at: Option<Vec<u8>>,
+    /// The part of the range read: all of it, or up to the last key scanned when the fetch
+    /// stopped early (`stopped`).
+    covered: KeyRange,
+    stopped: bool,
 }
 
 impl HotStore {
@@ -129,12 +136,14 @@ impl HotStore {
         seq: SeqNo,
         epoch: u64,
     ) -> Result<Chunk> {
-        let mut chunk = Chunk {
-            entries: Vec::new(),
-            stopped_at: None,
-        };
+        let mut entries = Vec::new();
+        let mut stopped_at = None;
         if is_empty(range) {
-            return Ok(chunk);
+            return Ok(Chunk {
+                entries,
+                covered: range.clone(),
+                stopped: false,
+            });
         }
         let bounds = (as_ref(&range.0), as_ref(&range.1));
         {
@@ -149,28 +158,31 @@ impl HotStore {
             for (k, vs) in keys {
                 scanned += 1;
                 if let Some(entry) = self.visible_entry(k, vs, seq)? {
-                    chunk.entries.push(entry);
+                    entries.push(entry);
                 }
-                if chunk.entries.len() >= limit || scanned >= limit * SCAN_FACTOR {
-                    chunk.stopped_at = Some(k.clone());
+                if entries.len() >= limit || scanned >= limit * SCAN_FACTOR {
+                    stopped_at = Some(k.clone());
                     break;
                 }
             }
         }
-        let covered = match (&chunk.stopped_at, reverse) {
+        let stopped = stopped_at.is_some();
+        let covered = match (stopped_at, reverse) {
             (None, _) => range.clone(),
-            (Some(k), false) => (range.0.clone(), Bound::Included(k.clone())),
-            (Some(k), true) => (Bound::Included(k.clone()), range.1.clone()),
+            (Some(k), false) => (range.0.clone(), Bound::Included(k)),
+            (Some(k), true) => (Bound::Included(k), range.1.clone()),
         };
         let moved = self.readers.lock().moved_since(epoch);
-        for entries in moved {
-            chunk.entries.extend(moved_in(&entries, &covered, seq));
+        for objects in moved {
+            entries.extend(moved_in(&objects, &covered, seq));
         }
-        chunk
-            .entries
-            .sort_by(|a, b| key::compare_internal(&a.0, &b.0));
-        chunk.entries.dedup_by(|a, b| a.0 == b.0);
-        Ok(chunk)
+        entries.sort_by(|a, b| key::compare_internal(&a.0, &b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        Ok(Chunk {
+            entries,
+            covered,
+            stopped,
+        })
     }
 
     /// The entry of `user_key`'s newest version at or below `seq`, if that is in a slot.
@@ -334,14 +346,12 @@ impl HotIter {
                 return;
             }
         };
-        let stopped = chunk.stopped_at.is_some();
-        self.covered = match (chunk.stopped_at, reverse) {
-            (None, _) => range,
-            (Some(k), false) => (range.0, Bound::Included(k)),
-            (Some(k), true) => (Bound::Included(k), range.1),
-        };
-        self.reaches_lower = to_lower && !(stopped && reverse);
-        self.reaches_upper = to_upper && !(stopped && !reverse);
+        // A fetch that stopped early falls short of the end it was moving towards.
+        let (short_of_lower, short_of_upper) =
+            (chunk.stopped && reverse, chunk.stopped && !reverse);
+        self.covered = chunk.covered;
+        self.reaches_lower = to_lower && !short_of_lower;
+        self.reaches_upper = to_upper && !short_of_upper;
         self.entries = chunk.entries;
     }
 
@@ -485,14 +495,21 @@ mod tests {
         assert!(readers.moved.is_empty(), "no reader: nothing kept");
         readers.register(1);
         readers.demoted(1, Vec::new());
-        assert!(readers.moved.is_empty(), "the reader's version has the table");
+        assert!(
+            readers.moved.is_empty(),
+            "the reader's version has the table"
+        );
         readers.demoted(2, Vec::new());
         readers.register(2);
         readers.demoted(3, Vec::new());
         assert_eq!(readers.moved.len(), 2);
         assert_eq!(readers.moved_since(2).len(), 1);
         readers.release(1);
-        assert_eq!(readers.moved.len(), 1, "only the reader at 2 needs demotion 3");
+        assert_eq!(
+            readers.moved.len(),
+            1,
+            "only the reader at 2 needs demotion 3"
+        );
         readers.release(2);
         assert!(readers.moved.is_empty());
     }
