@@ -338,14 +338,23 @@ mod tests {
             assert_eq!(holders.len(), 1, "{path} is on {holders:?}");
             holders[0]
         }
+
+        /// Writes each path through the router and checks which file system holds it.
+        fn assert_holders(&self, expected: &[(&str, &str)]) {
+            for &(path, holder) in expected {
+                assert_eq!(self.holder_of_new_file(path), holder, "{path}");
+            }
+        }
     }
 
     #[test]
     fn the_deepest_route_wins_where_routes_nest() {
         let s = setup(SUBTREE);
-        assert_eq!(s.holder_of_new_file("/db/pm/deep/000007.sst"), "inner");
-        assert_eq!(s.holder_of_new_file("/db/pm/deep/sub/000008.sst"), "inner");
-        assert_eq!(s.holder_of_new_file("/db/pm/000009.sst"), "outer");
+        s.assert_holders(&[
+            ("/db/pm/deep/000007.sst", "inner"),
+            ("/db/pm/deep/sub/000008.sst", "inner"),
+            ("/db/pm/000009.sst", "outer"),
+        ]);
         assert_eq!(
             listing(&s.router, "/db/pm/deep"),
             ["000007.sst", "sub"],
@@ -358,9 +367,11 @@ mod tests {
     fn a_path_outside_every_route_goes_to_the_base() {
         let s = setup(SUBTREE);
         // `/db/pm2` shares a string prefix with `/db/pm` but is not below it.
-        assert_eq!(s.holder_of_new_file("/db/pm2/000010.sst"), "base");
-        assert_eq!(s.holder_of_new_file("/db/other/CURRENT"), "base");
-        assert_eq!(s.holder_of_new_file("/db/MANIFEST-000001"), "base");
+        s.assert_holders(&[
+            ("/db/pm2/000010.sst", "base"),
+            ("/db/other/CURRENT", "base"),
+            ("/db/MANIFEST-000001", "base"),
+        ]);
         s.router.create_dir_all(&p("/db/fresh")).unwrap();
         assert!(s.base.exists(&p("/db/fresh")) && !s.outer.exists(&p("/db/fresh")));
     }
@@ -368,14 +379,13 @@ mod tests {
     #[test]
     fn a_children_route_takes_only_the_files_directly_in_its_directory() {
         let s = setup(CHILDREN);
-        assert_eq!(s.holder_of_new_file("/db/pm/000011.sst"), "outer");
-        assert_eq!(s.holder_of_new_file("/db/pm/deep/000012.sst"), "inner");
-        assert_eq!(s.holder_of_new_file("/db/pm/deep/sub/000013.sst"), "base");
-        assert_eq!(
-            s.holder_of_new_file("/db/pm/DEVICE"),
-            "base",
-            "a name the rules keep on the base"
-        );
+        s.assert_holders(&[
+            ("/db/pm/000011.sst", "outer"),
+            ("/db/pm/deep/000012.sst", "inner"),
+            ("/db/pm/deep/sub/000013.sst", "base"),
+            // A name the rules keep on the base, though it is directly in a route's directory.
+            ("/db/pm/DEVICE", "base"),
+        ]);
         assert_eq!(
             listing(&s.router, "/db/pm"),
             ["000011.sst", "deep"],
