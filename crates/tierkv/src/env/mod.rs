@@ -89,8 +89,8 @@ pub trait Fs: Send + Sync + 'static {
     /// The extension is durable when this returns; the caller syncs the directory.
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>>;
     /// The file system under this one when this one only routes some directories elsewhere
-    /// (a database with zoned tiers): a reopen routes again from there instead of stacking a
-    /// second router. `None` by default.
+    /// (a database with zoned or pm tiers): a reopen routes again from there instead of
+    /// stacking a second router. `None` by default.
     fn unrouted(&self) -> Option<Arc<dyn Fs>> {
         None
     }
