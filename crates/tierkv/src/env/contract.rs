@@ -1,8 +1,13 @@
 //! The [`Fs`] contract as tests: each check runs on every implementation (real files, mapped
-//! files on a disk directory and on shared memory, the fault-injecting file system), so a new
-//! implementation is held to the same behaviour by adding one line per check.
+//! files on a disk directory and on shared memory, the fault-injecting file system, and the
+//! router with pm tiers' rules and with a flat directory's), so a new implementation is held
+//! to the same behaviour by adding one line per check.
 
-use super::{read_file, write_file_atomic, FaultFs, Fs, MappedFs, PosixFs};
+use super::pm::PM_TIER_RULES;
+use super::{
+    read_file, write_file_atomic, FaultFs, Fs, Handler, MappedFs, PosixFs, RouteRules, RouteScope,
+    RoutingFs,
+};
 use crate::error::Error;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,7 +56,43 @@ fn subjects() -> Vec<Subject> {
         let shm = tempfile::tempdir_in("/dev/shm").unwrap();
         all.push(real("mapped on /dev/shm", Arc::new(MappedFs::new()), shm));
     }
+    all.push(routed_like_a_pm_tier());
+    all.push(routed_like_a_flat_directory());
     all
+}
+
+/// Real files below a router whose one route maps the whole working directory, as a pm tier's.
+fn routed_like_a_pm_tier() -> Subject {
+    let guard = tempfile::tempdir().unwrap();
+    let mapped: Arc<dyn Fs> = Arc::new(MappedFs::new());
+    let routes = vec![(guard.path().to_path_buf(), mapped)];
+    let router = RoutingFs::new(Arc::new(PosixFs::new()), routes, PM_TIER_RULES);
+    real("routed, pm rules", Arc::new(router), guard)
+}
+
+/// A router whose one route takes only the files directly in the working directory (as a
+/// zoned tier's does), so the checks cross between the route and the base: files at the top
+/// go to the route, subdirectories, their files and the LOCK to the base.
+fn routed_like_a_flat_directory() -> Subject {
+    const FLAT: RouteRules = RouteRules {
+        scope: RouteScope::Children,
+        create_dirs: Handler::Base,
+        locks: Handler::Base,
+        base_names: &["DEVICE"],
+        route_kind: "flat directory",
+    };
+    let dir = PathBuf::from("/contract-routed");
+    let (base, flat) = (FaultFs::new(11), FaultFs::new(12));
+    base.create_dir_all(&dir).unwrap();
+    flat.create_dir_all(&dir).unwrap();
+    let flat: Arc<dyn Fs> = flat;
+    let routes = vec![(dir.clone(), flat)];
+    Subject {
+        name: "routed, flat rules",
+        fs: Arc::new(RoutingFs::new(base, routes, FLAT)),
+        dir,
+        _guard: None,
+    }
 }
 
 #[test]

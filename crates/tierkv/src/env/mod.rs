@@ -1,10 +1,10 @@
 //! The file-system seam: every byte tierkv reads or writes goes through [`Fs`].
 //!
 //! Three implementations: [`PosixFs`] (real files, `fdatasync`, `flock`), [`MappedFs`] (real
-//! files read and written through memory mappings, `msync`: tiers of kind `pm`, routed by
-//! `pm`) and [`FaultFs`] (an in-memory file system for tests that can crash with a chosen
-//! policy, fail the Nth operation and run a directory out of space). Nothing else in the crate
-//! touches `std::fs`.
+//! files read and written through memory mappings, `msync`: tiers of kind `pm`) and [`FaultFs`]
+//! (an in-memory file system for tests that can crash with a chosen policy, fail the Nth
+//! operation and run a directory out of space). `route` sends some directories of one file
+//! system to another (pm tiers, zoned tiers). Nothing else in the crate touches `std::fs`.
 //!
 //! Contract shared by every implementation:
 //! - `append` hands bytes to the "operating system": after a process crash they survive, after a
@@ -24,6 +24,7 @@ mod fault;
 mod mapped;
 mod pm;
 mod posix;
+mod route;
 mod uring_read;
 
 pub(crate) use aligned::AlignedBuf;
@@ -32,6 +33,7 @@ pub use mapped::MappedFs;
 pub(crate) use pm::route_pm_tiers;
 pub use pm::{check_pm_dir, PmMount};
 pub use posix::PosixFs;
+pub(crate) use route::{Handler, RouteRules, RouteScope, RoutingFs};
 pub use uring_read::IoTarget;
 pub(crate) use uring_read::{
     available as io_uring_reads_available, read_batch, PendingRead, ReadRequest,
@@ -87,8 +89,8 @@ pub trait Fs: Send + Sync + 'static {
     /// The extension is durable when this returns; the caller syncs the directory.
     fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>>;
     /// The file system under this one when this one only routes some directories elsewhere
-    /// (a database with zoned tiers): a reopen routes again from there instead of stacking a
-    /// second router. `None` by default.
+    /// (a database with zoned or pm tiers): a reopen routes again from there instead of
+    /// stacking a second router. `None` by default.
     fn unrouted(&self) -> Option<Arc<dyn Fs>> {
         None
     }

@@ -1,8 +1,9 @@
 //! Tiers of kind `pm`: the check that a tier's directory is on a mount whose files may be
-//! memory-mapped as persistent (or volatile) memory, and [`PmRoutingFs`], which sends the files
-//! under those directories to [`MappedFs`] and everything else to the file system below.
+//! memory-mapped as persistent (or volatile) memory, and the routing that sends the files under
+//! those directories to [`MappedFs`] and everything else to the file system below.
 
-use super::{FileLock, Fs, Lifetime, MappedFs, PositionalFile, RandomAccessFile, WritableFile};
+use super::route::{Handler, RouteRules, RouteScope, RoutingFs};
+use super::{Fs, MappedFs};
 use crate::error::{Error, Result};
 use crate::options::{Options, TierKind};
 use std::path::{Path, PathBuf};
@@ -110,124 +111,33 @@ fn parse_mount(line: &str) -> Option<Mount> {
     })
 }
 
-/// A file system that maps the files under some directories (`pm` tiers) and hands every
-/// other path to the file system below.
-pub(crate) struct PmRoutingFs {
-    base: Arc<dyn Fs>,
-    mapped: MappedFs,
-    dirs: Vec<PathBuf>,
-}
-
-impl PmRoutingFs {
-    fn is_mapped(&self, path: &Path) -> bool {
-        self.dirs.iter().any(|d| path.starts_with(d))
-    }
-
-    fn file(&self, path: &Path) -> &dyn Fs {
-        if self.is_mapped(path) {
-            &self.mapped
-        } else {
-            self.base.as_ref()
-        }
-    }
-}
-
-impl Fs for PmRoutingFs {
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.file(path).create(path)
-    }
-
-    fn create_with_lifetime(
-        &self,
-        path: &Path,
-        lifetime: Lifetime,
-    ) -> Result<Box<dyn WritableFile>> {
-        self.file(path).create_with_lifetime(path, lifetime)
-    }
-
-    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.file(path).open_append(path)
-    }
-
-    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.file(path).open_read(path)
-    }
-
-    fn open_read_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        // NB: a mapped file has no page cache to bypass: its reads are the copy itself.
-        self.file(path).open_read_direct(path)
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        self.file(path).exists(path)
-    }
-
-    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.file(dir).list_dir(dir)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.file(dir).create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.file(path).remove_file(path)
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        if self.is_mapped(from) != self.is_mapped(to) {
-            return Err(Error::invalid(format!(
-                "cannot rename {} to {}: one is on a pm tier, the other is not",
-                from.display(),
-                to.display()
-            )));
-        }
-        self.file(from).rename(from, to)
-    }
-
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.file(dir).sync_dir(dir)
-    }
-
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.file(path).file_size(path)
-    }
-
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.file(path).lock(path)
-    }
-
-    fn open_positional(&self, path: &Path, len: u64) -> Result<Arc<dyn PositionalFile>> {
-        self.file(path).open_positional(path, len)
-    }
-
-    fn unrouted(&self) -> Option<Arc<dyn Fs>> {
-        Some(
-            self.base
-                .unrouted()
-                .unwrap_or_else(|| Arc::clone(&self.base)),
-        )
-    }
-}
+/// How pm tiers route: everything under a pm tier's directory is mapped, its subdirectories,
+/// lock and listings included; the base keeps no names there.
+pub(crate) const PM_TIER_RULES: RouteRules = RouteRules {
+    scope: RouteScope::Subtree,
+    create_dirs: Handler::Route,
+    locks: Handler::Route,
+    base_names: &[],
+    route_kind: "pm tier",
+};
 
 /// Checks every tier of kind `pm` and makes `opts.fs` map their files. Returns each pm
 /// tier's name and mount kind, in tier order.
 pub(crate) fn route_pm_tiers(opts: &mut Options) -> Result<Vec<(String, PmMount)>> {
     let mut mounts = Vec::new();
-    let mut dirs = Vec::new();
+    let mut routes = Vec::new();
+    // One mapped file system for every pm tier, so a rename between two of them stays a rename.
+    let mapped: Arc<dyn Fs> = Arc::new(MappedFs::new());
     for (i, tier) in opts.tiers.iter().enumerate() {
         if tier.kind != TierKind::Pm {
             continue;
         }
         mounts.push((tier.name.clone(), check_pm_dir(i, &tier.name, &tier.path)?));
-        dirs.push(tier.path.clone());
+        routes.push((tier.path.clone(), Arc::clone(&mapped)));
     }
-    if !dirs.is_empty() {
-        opts.fs = Arc::new(PmRoutingFs {
-            base: Arc::clone(&opts.fs),
-            mapped: MappedFs::new(),
-            dirs,
-        });
+    if !routes.is_empty() {
+        let base = Arc::clone(&opts.fs);
+        opts.fs = Arc::new(RoutingFs::new(base, routes, PM_TIER_RULES));
     }
     Ok(mounts)
 }
