@@ -233,3 +233,78 @@ fn an_iterator_keeps_seeing_keys_deleted_after_it_started() {
     assert_entries(&got, &want, "deleted after the iterator started");
     assert_eq!(model_of(&db).len(), 150 + 400);
 }
+
+/// One generation of every key, written as one batch.
+fn write_generation(db: &Db, generation: u32, keys: u32) {
+    let mut batch = tierkv::WriteBatch::new();
+    for i in 0..keys {
+        batch.put(&key(i), &value(generation, i));
+    }
+    db.write(&WriteOptions::default(), batch).unwrap();
+}
+
+/// The generation of every entry a full scan (forward, or backward if `reverse`) sees,
+/// pausing now and then so flushes and demotions run in the middle of it.
+fn scan_generations(db: &Db, reverse: bool) -> Vec<(Vec<u8>, u32)> {
+    let mut it = db.iter(ReadOptions::default()).unwrap();
+    if reverse {
+        it.seek_to_last();
+    } else {
+        it.seek_to_first();
+    }
+    let mut out = Vec::new();
+    while it.valid() {
+        let v = String::from_utf8(it.value().to_vec()).unwrap();
+        let generation: u32 = v[1..v.find('-').unwrap()].parse().unwrap();
+        out.push((it.key().to_vec(), generation));
+        if out.len() % 64 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+    }
+    it.status().unwrap();
+    out
+}
+
+#[test]
+fn scans_racing_batched_overwrites_flushes_and_demotions_see_one_whole_generation() {
+    const KEYS: u32 = 300;
+    let fs = FaultFs::new(11);
+    let db = Arc::new(Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap());
+    write_generation(&db, 0, KEYS);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, done) = (Arc::clone(&db), Arc::clone(&done));
+        std::thread::spawn(move || {
+            for generation in 1..=40 {
+                write_generation(&db, generation, KEYS);
+                if generation % 4 == 0 {
+                    db.flush().unwrap();
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        })
+    };
+    let mut scans = 0;
+    while !done.load(std::sync::atomic::Ordering::Acquire) || scans < 4 {
+        let reverse = scans % 2 == 1;
+        let seen = scan_generations(&db, reverse);
+        assert_eq!(seen.len(), KEYS as usize, "scan {scans}: every key once");
+        let generation = seen[0].1;
+        assert!(
+            seen.iter().all(|(_, g)| *g == generation),
+            "scan {scans} mixes generations: {:?}",
+            seen.iter()
+                .map(|(_, g)| g)
+                .collect::<std::collections::BTreeSet<_>>()
+        );
+        scans += 1;
+    }
+    writer.join().unwrap();
+    let hot = db.stats().hot_tier.unwrap();
+    assert!(hot.demoted_objects > 0, "demotions ran: {hot:?}");
+}
