@@ -272,7 +272,7 @@ fn scan_generations(db: &Db, reverse: bool) -> Vec<(Vec<u8>, u32)> {
 
 #[test]
 fn scans_racing_batched_overwrites_flushes_and_demotions_see_one_whole_generation() {
-    const KEYS: u32 = 300;
+    const KEYS: u32 = 500;
     let fs = FaultFs::new(11);
     let db = Arc::new(Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap());
     write_generation(&db, 0, KEYS);
@@ -280,7 +280,7 @@ fn scans_racing_batched_overwrites_flushes_and_demotions_see_one_whole_generatio
     let writer = {
         let (db, done) = (Arc::clone(&db), Arc::clone(&done));
         std::thread::spawn(move || {
-            for generation in 1..=40 {
+            for generation in 1..=100 {
                 write_generation(&db, generation, KEYS);
                 if generation % 4 == 0 {
                     db.flush().unwrap();
