@@ -5,24 +5,10 @@
 
 mod common;
 
-use common::{tiny, TierSetup, MODES};
-use std::collections::BTreeMap;
+use common::{assert_same_entries, hot_slab_options, scan, Entry, Model, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{Db, DbIterator, HotTier, Options, ReadOptions, WalMode, WriteOptions};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
-    tiny()
-        .fault_tiers()
-        .wal(mode)
-        .hot_tier(HotTier::Slab)
-        .hot_budget(budget)
-        .fs(fs.clone())
-        .build()
-        .expect("valid options")
-}
+use tierkv::{Db, DbIterator, ReadOptions, WalMode, WriteOptions};
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:05}").into_bytes()
@@ -40,56 +26,26 @@ fn write_round(db: &Db, round: u32, keys: std::ops::Range<u32>) {
     db.flush().unwrap();
 }
 
-/// Asserts `got == want`, naming the first difference rather than printing both.
-#[track_caller]
-fn assert_entries(got: &[(Vec<u8>, Vec<u8>)], want: &[(Vec<u8>, Vec<u8>)], what: &str) {
-    let show = |e: Option<&(Vec<u8>, Vec<u8>)>| {
-        e.map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.len()))
-    };
-    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
-        panic!(
-            "{what}: {} entries, {} wanted; first difference at {i}: got {:?}, want {:?}",
-            got.len(),
-            want.len(),
-            show(got.get(i)),
-            show(want.get(i))
-        );
-    }
-}
-
-fn entry(it: &DbIterator) -> (Vec<u8>, Vec<u8>) {
+fn entry(it: &DbIterator) -> Entry {
     (it.key().to_vec(), it.value().to_vec())
 }
 
-/// Reads forward from where `it` stands to its end.
-fn rest_forward(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// Reads from where `it` stands to its end (`reverse`: to its start), in the order read.
+fn rest(it: &mut DbIterator, reverse: bool) -> Vec<Entry> {
     let mut out = Vec::new();
     while it.valid() {
         out.push(entry(it));
-        it.next();
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
     }
     it.status().unwrap();
     out
 }
 
-/// Reads backward from where `it` stands to its start.
-fn rest_backward(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    while it.valid() {
-        out.push(entry(it));
-        it.prev();
-    }
-    it.status().unwrap();
-    out
-}
-
-fn model_of(db: &Db) -> Model {
-    let mut it = db.iter(ReadOptions::default()).unwrap();
-    it.seek_to_first();
-    rest_forward(&mut it).into_iter().collect()
-}
-
-fn in_range(model: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn in_range(model: &Model, lo: &[u8], hi: &[u8]) -> Vec<Entry> {
     model
         .range(lo.to_vec()..hi.to_vec())
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -99,7 +55,7 @@ fn in_range(model: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 #[test]
 fn a_short_scan_reads_a_few_slots_of_a_large_store() {
     let fs = FaultFs::new(1);
-    let db = Db::open(options(&fs, WalMode::Group, 8 << 20)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 8 << 20)).unwrap();
     write_round(&db, 0, 0..5_000);
     let before = db.stats().hot_tier.expect("hot store on");
     assert_eq!(before.objects, 5_000, "every object is in the store");
@@ -112,7 +68,7 @@ fn a_short_scan_reads_a_few_slots_of_a_large_store() {
     }
     it.status().unwrap();
     let want: Vec<_> = (2_500..2_510).map(|i| (key(i), value(0, i))).collect();
-    assert_entries(&got, &want, "a short scan");
+    assert_same_entries("a short scan", &got, &want);
     let read = db.stats().hot_tier.unwrap().iterator_slot_reads - before.iterator_slot_reads;
     assert!(
         read <= 100,
@@ -133,9 +89,9 @@ fn a_short_scan_reads_a_few_slots_of_a_large_store() {
 fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_objects() {
     for mode in MODES {
         let fs = FaultFs::new(7);
-        let db = Db::open(options(&fs, mode, 64 << 10)).unwrap();
+        let db = Db::open(hot_slab_options(&fs, mode, 64 << 10)).unwrap();
         write_round(&db, 0, 0..400);
-        let model = model_of(&db);
+        let model = scan(&db).unwrap();
         assert_eq!(model.len(), 400, "{mode:?}");
 
         // Four iterators at this state, each stopped early, one of them at a snapshot the
@@ -177,19 +133,19 @@ fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_object
         let hot = db.stats().hot_tier.unwrap();
         assert!(hot.demoted_objects > demoted, "{mode:?}: {hot:?}");
 
-        seen_forward.extend(rest_forward(&mut forward));
+        seen_forward.extend(rest(&mut forward, false));
         let all: Vec<_> = model.clone().into_iter().collect();
-        assert_entries(&seen_forward, &all, &format!("{mode:?}: forward"));
+        assert_same_entries(&format!("{mode:?}: forward"), &seen_forward, &all);
 
-        seen_backward.extend(rest_backward(&mut backward));
+        seen_backward.extend(rest(&mut backward, true));
         let mut reversed = all.clone();
         reversed.reverse();
-        assert_entries(&seen_backward, &reversed, &format!("{mode:?}: backward"));
+        assert_same_entries(&format!("{mode:?}: backward"), &seen_backward, &reversed);
 
-        assert_entries(
-            &rest_forward(&mut bounded),
-            &in_range(&model, &key(150), &key(300)),
+        assert_same_entries(
             &format!("{mode:?}: bounded, at a dropped snapshot"),
+            &rest(&mut bounded, false),
+            &in_range(&model, &key(150), &key(300)),
         );
 
         // Back and forth across chunk boundaries.
@@ -201,14 +157,14 @@ fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_object
             mixed.next();
         }
         assert_eq!(entry(&mixed).0, key(330), "{mode:?}");
-        assert_entries(
-            &rest_forward(&mut mixed),
-            &in_range(&model, &key(330), b"l"),
+        assert_same_entries(
             &format!("{mode:?}: mixed"),
+            &rest(&mut mixed, false),
+            &in_range(&model, &key(330), b"l"),
         );
 
         // A new iterator sees the latest state.
-        let now = model_of(&db);
+        let now = scan(&db).unwrap();
         assert_eq!(now.len(), 480, "{mode:?}");
         assert_eq!(now[&key(7)], value(5, 7), "{mode:?}");
     }
@@ -217,9 +173,9 @@ fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_object
 #[test]
 fn an_iterator_keeps_seeing_keys_deleted_after_it_started() {
     let fs = FaultFs::new(3);
-    let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 64 << 10)).unwrap();
     write_round(&db, 0, 0..300);
-    let model = model_of(&db);
+    let model = scan(&db).unwrap();
     let mut it = db.iter(ReadOptions::default()).unwrap();
     it.seek_to_first();
     let w = WriteOptions::default();
@@ -228,10 +184,10 @@ fn an_iterator_keeps_seeing_keys_deleted_after_it_started() {
     }
     db.flush().unwrap();
     write_round(&db, 1, 1_000..1_400);
-    let got = rest_forward(&mut it);
+    let got = rest(&mut it, false);
     let want: Vec<_> = model.into_iter().collect();
-    assert_entries(&got, &want, "deleted after the iterator started");
-    assert_eq!(model_of(&db).len(), 150 + 400);
+    assert_same_entries("deleted after the iterator started", &got, &want);
+    assert_eq!(scan(&db).unwrap().len(), 150 + 400);
 }
 
 /// One generation of every key, written as one batch.
@@ -274,7 +230,7 @@ fn scan_generations(db: &Db, reverse: bool) -> Vec<(Vec<u8>, u32)> {
 fn scans_racing_batched_overwrites_flushes_and_demotions_see_one_whole_generation() {
     const KEYS: u32 = 500;
     let fs = FaultFs::new(11);
-    let db = Arc::new(Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap());
+    let db = Arc::new(Db::open(hot_slab_options(&fs, WalMode::Group, 64 << 10)).unwrap());
     write_generation(&db, 0, KEYS);
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {

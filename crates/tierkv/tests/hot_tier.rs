@@ -4,22 +4,10 @@
 
 mod common;
 
-use common::{tiny, TierSetup, FAST, MODES};
+use common::{hot_slab_options, tiny, TierSetup, FAST, MODES};
 use std::path::Path;
-use std::sync::Arc;
 use tierkv::env::FaultFs;
 use tierkv::{Db, Error, HotTier, MscPolicy, Options, ReadOptions, WalMode, WriteOptions};
-
-fn options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
-    tiny()
-        .fault_tiers()
-        .wal(mode)
-        .hot_tier(HotTier::Slab)
-        .hot_budget(budget)
-        .fs(fs.clone())
-        .build()
-        .expect("valid options")
-}
 
 fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
     db.get(&ReadOptions::default(), k).unwrap()
@@ -41,7 +29,7 @@ fn all(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
 fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
     for mode in MODES {
         let fs = FaultFs::new(1);
-        let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
+        let db = Db::open(hot_slab_options(&fs, mode, 1 << 20)).unwrap();
         let w = WriteOptions::default();
         for i in 0..200u32 {
             db.put(
@@ -61,7 +49,7 @@ fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
         assert!(db.stats().hot_tier.unwrap().reads_hot >= 1);
         drop(db);
         // The WAL is gone after the flush: the index comes back from the slabs.
-        let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
+        let db = Db::open(hot_slab_options(&fs, mode, 1 << 20)).unwrap();
         assert_eq!(all(&db).len(), 200);
         assert_eq!(
             get(&db, b"k0199").unwrap(),
@@ -72,7 +60,7 @@ fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
         db.flush().unwrap();
         assert_eq!(get(&db, b"k0007").unwrap(), b"newer");
         drop(db);
-        let db = Db::open(options(&fs, mode, 1 << 20)).unwrap();
+        let db = Db::open(hot_slab_options(&fs, mode, 1 << 20)).unwrap();
         assert_eq!(get(&db, b"k0007").unwrap(), b"newer");
         drop(db);
         // Without the store its objects would be missing: such an open is refused.
@@ -92,7 +80,7 @@ fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
 #[test]
 fn large_values_of_hot_keys_go_to_the_lsm_and_stay_newest() {
     let fs = FaultFs::new(2);
-    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 1 << 20)).unwrap();
     let w = WriteOptions::default();
     db.put(&w, b"key", b"small").unwrap();
     db.put(&w, b"other", b"x").unwrap();
@@ -110,7 +98,7 @@ fn large_values_of_hot_keys_go_to_the_lsm_and_stay_newest() {
     db.compact_range(None, None).unwrap();
     assert_eq!(get(&db, b"key").unwrap(), b"small again");
     drop(db);
-    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 1 << 20)).unwrap();
     assert_eq!(get(&db, b"key").unwrap(), b"small again");
     // A large value first: the key never enters the store.
     db.put(&w, b"big-first", &big).unwrap();
@@ -121,7 +109,7 @@ fn large_values_of_hot_keys_go_to_the_lsm_and_stay_newest() {
 #[test]
 fn snapshots_keep_reading_versions_a_hot_update_replaced() {
     let fs = FaultFs::new(3);
-    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 1 << 20)).unwrap();
     let w = WriteOptions::default();
     db.put(&w, b"k", b"v1").unwrap();
     db.flush().unwrap();
@@ -151,7 +139,7 @@ fn snapshots_keep_reading_versions_a_hot_update_replaced() {
 fn a_hot_delete_shadows_an_older_lsm_version() {
     let fs = FaultFs::new(4);
     // A budget too small for anything: the first flush goes to L0.
-    let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 64 << 10)).unwrap();
     let w = WriteOptions::default();
     db.put(&w, b"k", &vec![1u8; 3000]).unwrap();
     for i in 0..30u32 {
@@ -170,7 +158,7 @@ fn a_hot_delete_shadows_an_older_lsm_version() {
     assert_eq!(get(&db, b"k"), None);
     assert!(all(&db).iter().all(|(k, _)| k != b"k"));
     drop(db);
-    let db = Db::open(options(&fs, WalMode::Group, 64 << 10)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 64 << 10)).unwrap();
     assert_eq!(get(&db, b"k"), None);
 }
 
@@ -239,7 +227,7 @@ fn demotion_keeps_the_store_under_budget_and_every_value_readable() {
 #[test]
 fn a_damaged_slot_is_corruption_naming_file_and_offset() {
     let fs = FaultFs::new(6);
-    let db = Db::open(options(&fs, WalMode::Group, 1 << 20)).unwrap();
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 1 << 20)).unwrap();
     for i in 0..10u32 {
         db.put(
             &WriteOptions::default(),
@@ -257,7 +245,7 @@ fn a_damaged_slot_is_corruption_naming_file_and_offset() {
     // Slot 3 of the 100-byte class: its key byte.
     let slab = Path::new(FAST).join("hot").join("slab-00-0100.slab");
     fs.flip_bit(&slab, 300 + 19, 0);
-    match Db::open(options(&fs, WalMode::Group, 1 << 20)) {
+    match Db::open(hot_slab_options(&fs, WalMode::Group, 1 << 20)) {
         Err(Error::Corruption { file, offset, .. }) => {
             assert_eq!(file, slab);
             assert_eq!(offset, 300);

@@ -1,7 +1,10 @@
 //! Option sets with small memtables, tables and levels, so that switches, flushes and
 //! compactions all run within a test. Add the tiers with [`super::TierSetup`].
 
-use tierkv::{Options, OptionsBuilder, WalMode};
+use super::TierSetup;
+use std::sync::Arc;
+use tierkv::env::FaultFs;
+use tierkv::{HotTier, Options, OptionsBuilder, WalMode};
 
 /// Every WAL mode, for tests that run once per mode.
 pub const MODES: [WalMode; 4] = [
@@ -37,4 +40,17 @@ pub fn small(mode: WalMode, write_buffer: usize) -> OptionsBuilder {
         .levels_on_fast(1)
         .l0_compaction_trigger(2)
         .wal(mode)
+}
+
+/// [`tiny`] on the WAL `mode` in `fs`'s fast and capacity tiers, with a hot store
+/// (`hot_tier = "slab"`) of `budget` bytes.
+pub fn hot_slab_options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
+    tiny()
+        .fault_tiers()
+        .wal(mode)
+        .hot_tier(HotTier::Slab)
+        .hot_budget(budget)
+        .fs(fs.clone())
+        .build()
+        .expect("valid options")
 }
