@@ -100,7 +100,7 @@ impl DbInner {
             };
             if user_read {
                 self.count_table_read(level, file.tier, &trace);
-                self.hot_count_lsm_read();
+                self.hot_count_lsm_read(user_key);
                 // Hot tier hook: a popular object read from below L0 may go back to the store.
                 self.hot_offer_promotion(level, user_key, &ikey, &value);
             }
