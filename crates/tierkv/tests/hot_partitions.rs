@@ -159,6 +159,14 @@ fn reopening_with_another_partition_count_is_refused_naming_the_option() {
             Ok(_) => panic!("opened a 4-partition store with {other} partitions"),
         }
     }
+    // Without the store its partitions' objects would be missing: refused as well.
+    let off = tiny()
+        .fault_tiers()
+        .hot_tier(HotTier::Off)
+        .fs(fs.clone())
+        .build()
+        .unwrap();
+    assert!(matches!(Db::open(off), Err(Error::InvalidArgument(_))));
     // Refusing touched nothing: the right count still reads every key.
     let db = Db::open(options(&fs, 4)).unwrap();
     check_reads(&db, &model, 300, "after the refused opens");
