@@ -247,7 +247,8 @@ pub(super) fn promote(db: &DbInner) -> Result<()> {
     Ok(())
 }
 
-/// Promotes the queued candidates whose sequence is still the newest of their key.
+/// Promotes the queued candidates of partition `hot` (of `partitions`) whose sequence is
+/// still the newest of their key.
 ///
 /// Why that check is enough, with the job serialised with flushes and demotions: a key with
 /// no version in the store whose newest LSM version sits below L0 at sequence `s` has no
@@ -256,7 +257,7 @@ pub(super) fn promote(db: &DbInner) -> Result<()> {
 /// the copy at `s` stays older than every later version, the store's rule. Only levels below
 /// L0 are taken: a demotion writes a key's store version to L0, and L0 tables are searched
 /// newest first, which holds for such a table only while no older L0 table has the key.
-fn promote_candidates(db: &DbInner, tier: &HotPartitions, hot: &HotStore) -> Result<()> {
+fn promote_candidates(db: &DbInner, partitions: &HotPartitions, hot: &HotStore) -> Result<()> {
     let candidates = hot.promoter.take();
     if candidates.is_empty() {
         return Ok(());
@@ -279,7 +280,7 @@ fn promote_candidates(db: &DbInner, tier: &HotPartitions, hot: &HotStore) -> Res
         demote(db, hot, room, Clears::Now)?;
     }
     hot.promote(fresh, db.versions.log_number())?;
-    charge_slabs(db, tier);
+    charge_slabs(db, partitions);
     Ok(())
 }
 
