@@ -321,6 +321,8 @@ pub struct Profile {
     /// The sorted runs below the fast tier (`runs=all`, `runs=auto`, `runs=2`; tierkv's
     /// `capacity_levels`).
     pub capacity_levels: Option<tierkv::CapacityLevels>,
+    /// The hot store's partitions (`parts=4`; tierkv's `hot_partitions`).
+    pub hot_partitions: Option<usize>,
     /// The group WAL's parallel memtable insertion (`cmw=0` off, `cmw=1` on; tierkv's
     /// `wal.concurrent_memtable_writes`), if named.
     pub concurrent_memtable_writes: Option<bool>,
@@ -417,6 +419,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let mut concurrent_memtable_min_ops = None;
     let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
     let mut demote_into_bottom = None;
+    let mut hot_partitions = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -470,6 +473,14 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
             Some(("bottom", value)) => {
                 set_once(&mut demote_into_bottom, "bottom", profile, || {
                     parse_switch("bottom", value, "1 or 0 (e.g. prismdb+bottom=1)")
+                })?;
+                continue;
+            }
+            Some(("parts", value)) => {
+                set_once(&mut hot_partitions, "parts", profile, || {
+                    value.parse().with_context(|| {
+                        format!("parts={value}: expected a partition count (e.g. prismdb+parts=4)")
+                    })
                 })?;
                 continue;
             }
@@ -546,6 +557,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         admission,
         demote_into_bottom,
         capacity_levels,
+        hot_partitions,
         concurrent_memtable_writes,
         concurrent_memtable_min_ops,
     })
@@ -600,7 +612,8 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             let tierkv_only = profile.msc_policy.is_some()
                 || profile.admission.is_some()
                 || profile.demote_into_bottom.is_some()
-                || profile.capacity_levels.is_some();
+                || profile.capacity_levels.is_some()
+                || profile.hot_partitions.is_some();
             if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
@@ -695,6 +708,9 @@ mod tierkv_engine {
             }
             if let Some(runs) = profile.capacity_levels {
                 b = b.capacity_levels(runs);
+            }
+            if let Some(n) = profile.hot_partitions {
+                b = b.hot_partitions(n);
             }
             if profile.hot {
                 b = b.hot_tier(tierkv::HotTier::Slab);
@@ -1306,6 +1322,7 @@ mod tests {
                 admission: None,
                 demote_into_bottom: None,
                 capacity_levels: None,
+                hot_partitions: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
                 split: false,
@@ -1352,6 +1369,9 @@ mod tests {
             p("prismdb+runs=2").capacity_levels,
             Some(tierkv::CapacityLevels::Fixed(2))
         );
+        assert_eq!(p("prismdb+parts=4").hot_partitions, Some(4));
+        assert!(parse_profile("prismdb+parts=four").is_err());
+        assert!(parse_profile("prismdb+parts=2+parts=4").is_err());
         // RocksDB's BlobDB baseline, placed by the fixed placement.
         assert!(p("pl+blob").blob && p("pl+blob").levels_on_fast == 0);
         assert!(!p("lad2").blob);
@@ -1371,6 +1391,7 @@ mod tests {
                 admission: None,
                 demote_into_bottom: None,
                 capacity_levels: None,
+                hot_partitions: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
                 split: false,
@@ -1392,6 +1413,7 @@ mod tests {
                 admission: None,
                 demote_into_bottom: None,
                 capacity_levels: None,
+                hot_partitions: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
                 split: false,

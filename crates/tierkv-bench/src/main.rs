@@ -45,9 +45,10 @@ struct Args {
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
     /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's
     /// budget, with `msc=random|round-robin|precise|approximate`, `runs=all|auto|N`
-    /// (capacity_levels), `admit=make-room|when-free` (hot_admission) and `bottom=1|0`
-    /// (hot_demote_into_bottom) to vary it (tierkv:prismdb+msc=random,
-    /// tierkv:prismdb+admit=when-free+bottom=1). `splitkv` is the whole SplitKV preset (value
+    /// (capacity_levels), `admit=make-room|when-free` (hot_admission), `bottom=1|0`
+    /// (hot_demote_into_bottom) and `parts=N` (hot_partitions) to vary it
+    /// (tierkv:prismdb+msc=random, tierkv:prismdb+admit=when-free+bottom=1,
+    /// tierkv:prismdb+parts=4). `splitkv` is the whole SplitKV preset (value
     /// log and fast area), the fast tier's --tier-capacity its fast area's budget unless
     /// --hot-budget names one.
     #[arg(long, default_value = "tierkv")]

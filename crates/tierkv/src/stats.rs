@@ -352,6 +352,8 @@ pub struct HotTierStats {
     pub demoted_into_bottom: u64,
     /// Slots iterators read since open (an iterator reads its bounds a chunk at a time).
     pub iterator_slot_reads: u64,
+    /// Per partition (`hot_partitions`), in partition order: objects and bytes of slots.
+    pub partitions: Vec<(u64, u64)>,
 }
 
 impl Stats {
@@ -605,6 +607,14 @@ impl fmt::Display for Stats {
                 h.paced_writes,
                 h.paced_micros as f64 / 1e6
             )?;
+            if h.partitions.len() > 1 {
+                let parts: Vec<String> = h
+                    .partitions
+                    .iter()
+                    .map(|(objects, bytes)| format!("{objects} ({})", human_bytes(*bytes)))
+                    .collect();
+                write!(f, "\nhot store partitions: {}", parts.join(", "))?;
+            }
         }
         if let Some(z) = &self.zoned_wal {
             write!(

@@ -194,7 +194,7 @@ fn an_iterator_keeps_seeing_keys_deleted_after_it_started() {
 fn write_generation(db: &Db, generation: u32, keys: u32) {
     let mut batch = tierkv::WriteBatch::new();
     for i in 0..keys {
-        batch.put(&key(i), &value(generation, i));
+        batch.put(key(i), value(generation, i));
     }
     db.write(&WriteOptions::default(), batch).unwrap();
 }

@@ -71,17 +71,20 @@ struct Variant {
     /// The hot store on (`hot_tier = "slab"`), with a budget small enough that demotions run
     /// between kills.
     hot: bool,
+    /// The hot store's partitions (`hot_partitions`), when it is on.
+    hot_partitions: usize,
     /// Split values (`values = "split"`): values of 512 bytes or more go to the value log
     /// first, so a kill also lands between a value-log append and its WAL record.
     split: bool,
 }
 
-const VARIANTS: [Variant; 7] = [
+const VARIANTS: [Variant; 8] = [
     Variant {
         name: "group",
         mode: WalMode::Group,
         io_uring: false,
         hot: false,
+        hot_partitions: 1,
         split: false,
     },
     Variant {
@@ -89,6 +92,7 @@ const VARIANTS: [Variant; 7] = [
         mode: WalMode::Parallel,
         io_uring: true,
         hot: false,
+        hot_partitions: 1,
         split: false,
     },
     Variant {
@@ -96,6 +100,7 @@ const VARIANTS: [Variant; 7] = [
         mode: WalMode::Parallel,
         io_uring: false,
         hot: false,
+        hot_partitions: 1,
         split: false,
     },
     Variant {
@@ -103,6 +108,15 @@ const VARIANTS: [Variant; 7] = [
         mode: WalMode::Group,
         io_uring: false,
         hot: true,
+        hot_partitions: 1,
+        split: false,
+    },
+    Variant {
+        name: "hot-tier-partitioned",
+        mode: WalMode::Group,
+        io_uring: false,
+        hot: true,
+        hot_partitions: 3,
         split: false,
     },
     Variant {
@@ -110,6 +124,7 @@ const VARIANTS: [Variant; 7] = [
         mode: WalMode::Append,
         io_uring: false,
         hot: false,
+        hot_partitions: 1,
         split: false,
     },
     Variant {
@@ -117,6 +132,7 @@ const VARIANTS: [Variant; 7] = [
         mode: WalMode::Zoned,
         io_uring: false,
         hot: false,
+        hot_partitions: 1,
         split: false,
     },
     Variant {
@@ -124,6 +140,7 @@ const VARIANTS: [Variant; 7] = [
         mode: WalMode::Group,
         io_uring: false,
         hot: false,
+        hot_partitions: 1,
         split: true,
     },
 ];
@@ -146,7 +163,9 @@ fn options(dir: &Path, variant: Variant) -> Options {
         .wal(variant.mode)
         .wal_io_uring(variant.io_uring);
     let b = if variant.hot {
-        b.hot_tier(tierkv::HotTier::Slab).hot_budget(128 << 10)
+        b.hot_tier(tierkv::HotTier::Slab)
+            .hot_budget(128 << 10)
+            .hot_partitions(variant.hot_partitions)
     } else {
         b
     };
@@ -634,6 +653,11 @@ fn acknowledged_writes_survive_sigkill_parallel_pwrite() {
 #[test]
 fn acknowledged_writes_survive_sigkill_hot_tier() {
     survives_sigkill(Variant::named("hot-tier"));
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_hot_tier_partitioned() {
+    survives_sigkill(Variant::named("hot-tier-partitioned"));
 }
 
 #[test]

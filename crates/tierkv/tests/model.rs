@@ -71,6 +71,8 @@ struct Config {
     wal: WalMode,
     /// The hot store's budget, when it is on (`hot_tier = "slab"`).
     hot_budget: Option<u64>,
+    /// The hot store's partitions (`hot_partitions`), when it is on.
+    hot_partitions: usize,
 }
 
 fn base_config(name: &'static str, seed_salt: u64) -> Config {
@@ -89,6 +91,7 @@ fn base_config(name: &'static str, seed_salt: u64) -> Config {
         seed_salt,
         wal: WalMode::Group,
         hot_budget: None,
+        hot_partitions: 1,
     }
 }
 
@@ -179,6 +182,17 @@ fn model_hot_tier_group_demoting_tight() {
         background_threads: 1,
         hot_budget: Some(128 << 10),
         ..base_config("hot-tier-group-demoting", 8)
+    });
+}
+
+#[test]
+fn model_hot_tier_four_partitions_demoting() {
+    // Each partition's budget (a quarter of this) is below its share of the live data: the
+    // partitions demote on their own, and every reopen routes each key to the same one.
+    run(Config {
+        hot_budget: Some(192 << 10),
+        hot_partitions: 4,
+        ..base_config("hot-tier-four-partitions", 9)
     });
 }
 
@@ -409,7 +423,10 @@ fn options(cfg: &Config, storage: &Storage, knobs: TableKnobs) -> Options {
     }
     b = b.wal(cfg.wal);
     if let Some(budget) = cfg.hot_budget {
-        b = b.hot_tier(HotTier::Slab).hot_budget(budget);
+        b = b
+            .hot_tier(HotTier::Slab)
+            .hot_budget(budget)
+            .hot_partitions(cfg.hot_partitions);
     }
     b.build().expect("valid options")
 }
@@ -1135,6 +1152,14 @@ impl Harness {
         self.op_verify_checksums();
         self.op_reopen();
         self.add_totals();
+        if self.cfg.hot_budget.is_some() {
+            // Every partition holds objects: the hash spreads the keys over all of them.
+            let hot = self.db().stats().hot_tier.expect("hot store on");
+            assert_eq!(hot.partitions.len(), self.cfg.hot_partitions, "{hot:?}");
+            assert!(hot.partitions.iter().all(|p| p.0 > 0), "{hot:?}");
+            let objects: u64 = hot.partitions.iter().map(|p| p.0).sum();
+            assert_eq!(objects, hot.objects, "{hot:?}");
+        }
         let t = &self.totals;
         assert!(
             t.flushes > 5,

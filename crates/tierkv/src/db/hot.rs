@@ -25,7 +25,7 @@ use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::admit::FlushBatch;
 use crate::hot::iter::Reader;
-use crate::hot::{Clears, HotStore, VecIter};
+use crate::hot::{Clears, HotPartitions, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
@@ -70,7 +70,7 @@ impl DbInner {
         if hot.epoch() != view.hot_epoch {
             return Ok(HotAnswer::Retry);
         }
-        hot.tracker.touch(user_key);
+        hot.part_for(user_key).tracker.touch(user_key);
         Ok(HotAnswer::Lsm)
     }
 
@@ -87,7 +87,7 @@ impl DbInner {
         };
         let wait = self.hot_pacer.delay(hot.demoting(), bytes, now);
         if !wait.is_zero() {
-            let c = &hot.counters;
+            let c = hot.pacing_counters();
             c.paced_writes.fetch_add(1, Ordering::Relaxed);
             c.paced_micros
                 .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
@@ -95,10 +95,10 @@ impl DbInner {
         wait
     }
 
-    /// Counts a read the LSM served while a hot store is on.
-    pub(super) fn hot_count_lsm_read(&self) {
+    /// Counts a read of `user_key` the LSM served while a hot store is on.
+    pub(super) fn hot_count_lsm_read(&self, user_key: &[u8]) {
         if let Some(hot) = &self.hot {
-            hot.count_lsm_read();
+            hot.count_lsm_read(user_key);
         }
     }
 
@@ -129,7 +129,7 @@ impl DbInner {
 
     /// Whether a batch of promotion candidates waits for the job.
     pub(super) fn hot_promotion_due(&self) -> bool {
-        self.hot.as_ref().is_some_and(|h| h.promoter.batch_ready())
+        self.hot.as_ref().is_some_and(|h| h.promotion_due())
     }
 
     /// The newest sequence of `user_key` in the hot store (newer than any LSM version).
@@ -137,18 +137,18 @@ impl DbInner {
         self.hot.as_ref().and_then(|h| h.latest_seq(user_key))
     }
 
-    /// Registers an iterator with the hot store, before its view is taken: the reader and
-    /// the snapshot the store's child iterator reads at (`opts.snapshot`, taken now if the
-    /// caller gave none). `None` without a hot store.
-    pub(super) fn hot_reader(&self, opts: &mut ReadOptions) -> Option<(Reader, Snapshot)> {
+    /// Registers an iterator with every partition of the hot store, before its view is
+    /// taken: the readers and the snapshot the store's child iterators read at
+    /// (`opts.snapshot`, taken now if the caller gave none). `None` without a hot store.
+    pub(super) fn hot_readers(&self, opts: &mut ReadOptions) -> Option<(Vec<Reader>, Snapshot)> {
         let hot = self.hot.as_ref()?;
-        let reader = hot.reader();
+        let readers = hot.parts().iter().map(HotStore::reader).collect();
         let versions = &self.versions;
         let snapshot = opts
             .snapshot
             .get_or_insert_with(|| self.snapshots.acquire(|| versions.last_sequence()))
             .clone();
-        Some((reader, snapshot))
+        Some((readers, snapshot))
     }
 }
 
@@ -165,13 +165,20 @@ pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option
         return Ok(None);
     };
     let batch = FlushBatch::read(&mut mem.iter())?;
-    if db.opts.hot_tier.admission == HotAdmission::MakeRoom {
-        make_room(db, hot, &batch)?;
-    }
     let needed = |lo, hi| db.snapshot_in(lo, hi);
-    let version = db.versions.current();
-    let on_capacity = |k: &[u8]| may_be_on_capacity(db, &version, k);
-    let rest = hot.absorb_batch(batch, db.versions.log_number(), &needed, &on_capacity)?;
+    // Each partition makes its own room and absorbs its own keys, as its own jobs.
+    let mut rest = Vec::new();
+    for (part, batch) in hot.parts().iter().zip(hot.split(batch)) {
+        if db.opts.hot_tier.admission == HotAdmission::MakeRoom {
+            make_room(db, part, &batch)?;
+        }
+        let version = db.versions.current();
+        let on_capacity = |k: &[u8]| may_be_on_capacity(db, &version, k);
+        rest.extend(part.absorb_batch(batch, db.versions.log_number(), &needed, &on_capacity)?);
+    }
+    if hot.parts().len() > 1 {
+        crate::hot::partitioned::sort_entries(&mut rest);
+    }
     charge_slabs(db, hot);
     Ok(Some(VecIter::new(rest)))
 }
@@ -210,10 +217,13 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     let Some(hot) = &db.hot else {
         return Ok(());
     };
+    // NB: every partition commits first: the flush's superseded versions are all freeable.
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
-    promote_candidates(db, hot)?;
-    if hot.over_budget() {
-        demote(db, hot, 0, Clears::Now)?;
+    for part in hot.parts() {
+        promote_candidates(db, hot, part)?;
+        if part.over_budget() {
+            demote(db, part, 0, Clears::Now)?;
+        }
     }
     Ok(())
 }
@@ -224,10 +234,14 @@ pub(super) fn promote(db: &DbInner) -> Result<()> {
     let Some(hot) = &db.hot else {
         return Ok(());
     };
-    promote_candidates(db, hot)
+    for part in hot.parts() {
+        promote_candidates(db, hot, part)?;
+    }
+    Ok(())
 }
 
-/// Promotes the queued candidates whose sequence is still the newest of their key.
+/// Promotes the queued candidates of partition `hot` (of `partitions`) whose sequence is
+/// still the newest of their key.
 ///
 /// Why that check is enough, with the job serialised with flushes and demotions: a key with
 /// no version in the store whose newest LSM version sits below L0 at sequence `s` has no
@@ -236,7 +250,7 @@ pub(super) fn promote(db: &DbInner) -> Result<()> {
 /// the copy at `s` stays older than every later version, the store's rule. Only levels below
 /// L0 are taken: a demotion writes a key's store version to L0, and L0 tables are searched
 /// newest first, which holds for such a table only while no older L0 table has the key.
-fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
+fn promote_candidates(db: &DbInner, partitions: &HotPartitions, hot: &HotStore) -> Result<()> {
     let candidates = hot.promoter.take();
     if candidates.is_empty() {
         return Ok(());
@@ -254,17 +268,17 @@ fn promote_candidates(db: &DbInner, hot: &HotStore) -> Result<()> {
     drop(version);
     // NB: room first: the demotion keeps pinned objects, and the new ones are not in yet.
     // NB: at most half the budget, so a promotion never empties the store for its copies.
-    let room = hot.promotion_room(&fresh).min(db.opts.hot_tier.budget / 2);
+    let room = hot.promotion_room(&fresh).min(hot.budget() / 2);
     if room > 0 && hot.over_budget_with(room) {
         demote(db, hot, room, Clears::Now)?;
     }
     hot.promote(fresh, db.versions.log_number())?;
-    charge_slabs(db, hot);
+    charge_slabs(db, partitions);
     Ok(())
 }
 
 /// Counts the slab files' bytes in tier 0's budget (they grow as jobs write new slots).
-pub(super) fn charge_slabs(db: &DbInner, hot: &HotStore) {
+pub(super) fn charge_slabs(db: &DbInner, hot: &HotPartitions) {
     db.tiers.set_hot_bytes(hot.file_bytes());
 }
 
@@ -399,7 +413,7 @@ impl<'a> OfferingIter<'a> {
         let Some(hot) = self.db.hot.as_ref().filter(|_| self.offering) else {
             return;
         };
-        if !self.inner.valid() || !hot.promoter.promoting() {
+        if !self.inner.valid() || !hot.promoting() {
             return;
         }
         let Some(p) = key::parse_internal_key(self.inner.key()) else {

@@ -111,7 +111,7 @@ pub(crate) struct DbInner {
     counters: Counters,
     _lock: Box<dyn FileLock>,
     /// The hot store on the fast tier (`hot_tier = "slab"`), between memtables and the LSM.
-    hot: Option<Arc<crate::hot::HotStore>>,
+    hot: Option<Arc<crate::hot::HotPartitions>>,
     /// SPLIT VALUES: the value log with `values = "split"` (`crate::vlog`), else `None`.
     vlog: Option<Arc<crate::vlog::ValueLog>>,
     /// ZONED TABLES: each tier with `tables = "zones"` and its zone file system.

@@ -12,7 +12,7 @@ use super::{DbInner, State, TableCache};
 use crate::batch::WriteBatch;
 use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
-use crate::hot::{HotStore, VecIter};
+use crate::hot::{HotPartitions, VecIter};
 use crate::memtable::MemTable;
 use crate::options::{HotTier, Options, Placement, RecoveryMode};
 use crate::placement::iomon::{IoMonitor, WindowConfig};
@@ -176,7 +176,7 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
 
 /// Replays the WALs into L0 tables and records them in a new MANIFEST, which names the first
 /// memtable's number as its log number.
-fn recover_to_tables(ctx: &OutputCtx<'_>, hot: Option<&HotStore>) -> Result<Replayed> {
+fn recover_to_tables(ctx: &OutputCtx<'_>, hot: Option<&HotPartitions>) -> Result<Replayed> {
     let mut edit = VersionEdit::default();
     // NB: each table's tier space stays reserved until the MANIFEST lists it, so that the
     // tables of several replayed memtables cannot overcommit a tier.
@@ -403,7 +403,7 @@ impl MemtableSink<'_, '_> {
 
 fn flush_recovered(
     ctx: &OutputCtx<'_>,
-    hot: Option<&HotStore>,
+    hot: Option<&HotPartitions>,
     mem: &Arc<MemTable>,
     edit: &mut VersionEdit,
     outputs: &mut Vec<TableOutput>,
@@ -414,11 +414,9 @@ fn flush_recovered(
     let mut mem_iter = mem.iter();
     // Hot tier hook: as in a flush, the hot store takes its objects first.
     let mut hot_rest = match hot {
-        Some(hot) => Some(VecIter::new(hot.absorb(
-            &mut mem.iter(),
-            ctx.versions.log_number(),
-            &|_, _| false,
-        )?)),
+        Some(hot) => Some(VecIter::new(
+            hot.absorb(&mut mem.iter(), ctx.versions.log_number())?,
+        )),
         None => None,
     };
     let iter: &mut dyn crate::iter::InternalIterator = match hot_rest {
@@ -443,7 +441,7 @@ fn flush_recovered(
 
 /// Opens the hot store if the options ask for one, and moves the last sequence past its
 /// newest version (whose WAL may be gone).
-fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<HotStore>>> {
+fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<HotPartitions>>> {
     if opts.hot_tier.mode != HotTier::Slab {
         // NB: without the store its keys would silently read as their older LSM versions.
         if !crate::hot::is_empty_store(&*opts.fs, &opts.tiers[0].path) {
@@ -456,7 +454,7 @@ fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<Ho
     }
     let version = versions.current();
     let entries = version.all_files().map(|(_, f)| f.num_entries).sum();
-    let (hot, max_seq) = HotStore::open(
+    let (hot, max_seq) = HotPartitions::open(
         &opts.fs,
         &opts.tiers[0].path,
         &opts.hot_tier,

@@ -101,7 +101,7 @@ impl DbInner {
             };
             if user_read {
                 self.count_table_read(level, file.tier, &trace);
-                self.hot_count_lsm_read();
+                self.hot_count_lsm_read(user_key);
                 // Hot tier hook: a popular object read from below L0 may go back to the store.
                 self.hot_offer_promotion(level, user_key, &ikey, &value);
             }
@@ -211,16 +211,20 @@ impl DbInner {
     /// An iterator over the values as the LSM stores them (tagged, with split values).
     pub(super) fn iter_stored(&self, mut opts: ReadOptions) -> Result<DbIterator> {
         // Hot tier hook: the store's reader is registered before the view is taken.
-        let hot = self.hot_reader(&mut opts);
+        let hot = self.hot_readers(&mut opts);
         let view = self.read_view(&opts);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {
             children.push(Box::new(mem.iter()));
         }
         // Hot tier hook: the hot store's entries, between the memtables and the tables.
-        if let Some((reader, snapshot)) = hot {
+        // One child per partition: their keys are disjoint.
+        if let Some((readers, snapshot)) = hot {
             let (lower, upper) = (opts.lower_bound.as_deref(), opts.upper_bound.as_deref());
-            children.push(Box::new(HotIter::new(reader, snapshot, lower, upper)));
+            for reader in readers {
+                let part = HotIter::new(reader, snapshot.clone(), lower, upper);
+                children.push(Box::new(part));
+            }
         }
         for file in &view.version.levels[0] {
             children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));

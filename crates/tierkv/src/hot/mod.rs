@@ -30,6 +30,7 @@ pub(crate) mod admit;
 pub(crate) mod buckets;
 pub(crate) mod iter;
 pub(crate) mod msc;
+pub(crate) mod partitioned;
 pub(crate) mod promote;
 pub(crate) mod slab;
 pub(crate) mod tracker;
@@ -48,6 +49,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracker::{Mapper, Tracker};
+
+pub(crate) use partitioned::HotPartitions;
 
 /// The hot store's directory under tier 0.
 pub(crate) const DIR: &str = "hot";
@@ -218,20 +221,21 @@ pub(crate) struct HotStore {
 }
 
 impl HotStore {
-    /// Opens the store in tier 0's directory `dir0`: scans every slab and rebuilds the index
-    /// (newest sequence wins). `log_number` is the MANIFEST's; `lsm_entries` sizes the
+    /// Opens the store whose slabs and journal live in `dir` (tier 0's [`DIR`], or one
+    /// partition's directory under it: `partitioned`): scans every slab and rebuilds the
+    /// index (newest sequence wins). `log_number` is the MANIFEST's; `lsm_entries` sizes the
     /// tracker; `split_values` says the database's values are tagged (`values = "split"`).
     /// Returns the store and the highest sequence in it.
     pub fn open(
         fs: &Arc<dyn Fs>,
-        dir0: &Path,
+        dir: &Path,
         opts: &HotTierOptions,
         log_number: u64,
         lsm_entries: u64,
         read_only: bool,
         split_values: bool,
     ) -> Result<(HotStore, SeqNo)> {
-        let dir = dir0.join(DIR);
+        let dir = dir.to_path_buf();
         if !read_only {
             // NB: durably, or a power loss can take the directory with every slab in it.
             crate::env::create_dir_all_durable(fs.as_ref(), &dir)?;
@@ -570,36 +574,14 @@ impl HotStore {
         Ok(())
     }
 
-    /// Takes the part of a flushed memtable (`iter`, internal-key order) that belongs in the
-    /// store: writes it to slabs and indexes it, and returns the rest for L0. `log_number` is
-    /// the MANIFEST's now; `needed(lo, hi)` says whether a live snapshot reads in
-    /// `[lo, hi)`. The slots are synced when this returns; [`HotStore::commit`] follows once
-    /// the flush is in the MANIFEST.
-    pub fn absorb(
-        &self,
-        iter: &mut dyn InternalIterator,
-        log_number: u64,
-        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
-    ) -> Result<Entries> {
-        self.absorb_with(iter, log_number, needed, &|_| false)
-    }
-
-    /// [`HotStore::absorb`], with `on_capacity(key)` saying whether a key new to the store
-    /// may also have a version in the capacity tier's tables (for MSC's overlap counters).
-    pub fn absorb_with(
-        &self,
-        iter: &mut dyn InternalIterator,
-        log_number: u64,
-        needed: &dyn Fn(SeqNo, SeqNo) -> bool,
-        on_capacity: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<Entries> {
-        let batch = admit::FlushBatch::read(iter)?;
-        self.absorb_batch(batch, log_number, needed, on_capacity)
-    }
-
     /// Takes `batch` (a flushed memtable's entries): every key already in the store, and
     /// every new key whose newest version is a value that fits a slot while the store's
-    /// slots, less the versions this batch supersedes, stay within the budget. A running
+    /// slots, less the versions this batch supersedes, stay within the budget; writes them
+    /// to slabs, indexes them and returns the rest for L0. `log_number` is the MANIFEST's
+    /// now; `needed(lo, hi)` says whether a live snapshot reads in `[lo, hi)`;
+    /// `on_capacity(key)` whether a key new to the store may also have a version in the
+    /// capacity tier's tables (for MSC's overlap counters). The slots are synced when this
+    /// returns; [`HotStore::commit`] follows once the flush is in the MANIFEST. A running
     /// database makes room first (`admit`), so the budget turns keys away only when a
     /// memtable holds more than a demotion could free, and in recovery's flushes.
     pub fn absorb_batch(
@@ -807,6 +789,11 @@ impl HotStore {
             index.free[loc.class].push(loc.slot);
             pending.clears.push(loc);
         }
+    }
+
+    /// Bytes of slots this store may hold (with partitions, its share of `hot_budget`).
+    pub fn budget(&self) -> u64 {
+        self.opts.budget
     }
 
     /// Whether a demotion runs because the store would pass its high watermark.
@@ -1167,6 +1154,7 @@ impl HotStore {
             paced_micros: load(&c.paced_micros),
             demoted_into_bottom: load(&c.demoted_into_bottom),
             iterator_slot_reads: load(&c.iterator_slot_reads),
+            partitions: vec![(index.objects, index.bytes)],
         }
     }
 
@@ -1239,14 +1227,23 @@ pub(crate) fn read_journal(fs: &dyn Fs, path: &Path) -> Result<Option<Journal>> 
     }))
 }
 
-/// True if `dir0` has no hot store with data (its directory missing, or only empty files).
+/// True if `dir0` has no hot store with data (its directory missing, or only empty files,
+/// in it and in every partition's directory).
 pub(crate) fn is_empty_store(fs: &dyn Fs, dir0: &Path) -> bool {
-    let dir = dir0.join(DIR);
-    let Ok(names) = fs.list_dir(&dir) else {
+    partitioned::holds_no_data(fs, &dir0.join(DIR))
+}
+
+/// True if the store directory `dir` (one partition's, or the whole store's with one
+/// partition) has no data: missing, or only empty files other than the journal. Names
+/// `skip` says belong to something else (the partitions' record and directories) are not
+/// looked at.
+pub(crate) fn dir_holds_no_data(fs: &dyn Fs, dir: &Path, skip: &dyn Fn(&str) -> bool) -> bool {
+    let Ok(names) = fs.list_dir(dir) else {
         return true;
     };
     names
         .iter()
+        .filter(|n| !skip(n))
         .all(|n| n != JOURNAL && fs.file_size(&dir.join(n)).is_ok_and(|s| s == 0))
 }
 

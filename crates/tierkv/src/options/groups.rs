@@ -652,6 +652,10 @@ pub struct HotTierOptions {
     /// Least rise of the store's share of point reads (0.01: one point in a hundred) an epoch
     /// must bring for the next one to run. Default 0.01. Range 0.0..=1.0.
     pub promotion_min_gain: f64,
+    /// Shared-nothing partitions of the store, each key in the one its hash picks, each with
+    /// its own slabs, journal, index, tracker, promotions and an equal share of the budget.
+    /// Fixed when the store first holds data. Default 1. Range 1..=64.
+    pub partitions: usize,
 }
 
 impl Default for HotTierOptions {
@@ -668,6 +672,7 @@ impl Default for HotTierOptions {
             promotion_epoch_ops: 1_000_000,
             promotion_cooldown_ops: 10_000_000,
             promotion_min_gain: 0.01,
+            partitions: 1,
         }
     }
 }
@@ -769,7 +774,13 @@ impl HotTierOptions {
             0,
             1 << 40,
         )?;
-        check_range("hot_promotion_min_gain", self.promotion_min_gain, 0.0, 1.0)
+        check_range("hot_promotion_min_gain", self.promotion_min_gain, 0.0, 1.0)?;
+        check_range(
+            "hot_partitions",
+            self.partitions,
+            1,
+            crate::hot::partitioned::MAX_PARTITIONS,
+        )
     }
 }
 

@@ -590,6 +590,7 @@ options_by_name! {
     hot_promotion_epoch_ops: u64 => @ hot_tier.promotion_epoch_ops;
     hot_promotion_cooldown_ops: u64 => @ hot_tier.promotion_cooldown_ops;
     hot_promotion_min_gain: f64 => @ hot_tier.promotion_min_gain;
+    hot_partitions: usize => @ hot_tier.partitions;
     wal_zone_size: u64 => @ wal.zone_size;
     wal_zones: u32 => @ wal.zones;
     wal_zone_power_loss_protection: bool => @ wal.zone_power_loss_protection;
@@ -1055,6 +1056,28 @@ mod tests {
             matches!(&err, Error::InvalidArgument(m) if m.contains("hot_admission") && m.contains("when-free")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn hot_partitions_from_toml_and_builder_in_range() {
+        let tier = "[[tier]]\nname='f'\npath='/a'\n";
+        let grouped =
+            Options::from_toml_str(&format!("[hot_tier]\npartitions = 4\n{tier}")).unwrap();
+        assert_eq!(grouped.hot_tier.partitions, 4);
+        let flat = Options::from_toml_str(&format!("hot_partitions = 8\n{tier}")).unwrap();
+        assert_eq!(flat.hot_tier.partitions, 8);
+        assert_eq!(Options::from_toml_str(tier).unwrap().hot_tier.partitions, 1);
+        for bad in [0, 65] {
+            let err = Options::builder()
+                .tier(TierConfig::new("f", "/a"))
+                .hot_partitions(bad)
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidArgument(m) if m.contains("hot_partitions") && m.contains("1..=64")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -93,27 +93,31 @@ pub struct FsImage {
 }
 
 impl FsImage {
-    /// The files of `fs`'s two tier directories (one that does not exist is left out).
+    /// The files of `fs`'s two tier directories and every directory below them (one that
+    /// does not exist is left out).
     pub fn take(fs: &FaultFs) -> FsImage {
         let mut img = FsImage {
             dirs: Vec::new(),
             files: Vec::new(),
         };
-        // NB: the hot store keeps its slabs in a directory of the fast tier.
-        let hot = Path::new(FAST).join("hot");
-        for dir in [Path::new(FAST), &hot, Path::new(CAPACITY)] {
-            let Ok(mut names) = fs.list_dir(dir) else {
+        // NB: the hot store keeps its slabs in a directory of the fast tier, and with
+        // partitions in one directory per partition below that.
+        let mut pending = vec![PathBuf::from(CAPACITY), PathBuf::from(FAST)];
+        while let Some(dir) = pending.pop() {
+            let Ok(mut names) = fs.list_dir(&dir) else {
                 continue;
             };
             names.sort();
-            img.dirs.push(dir.to_path_buf());
-            for name in names {
+            img.dirs.push(dir.clone());
+            for name in names.into_iter().rev() {
                 let path = dir.join(name);
-                if let Some(bytes) = fs.file_contents(&path) {
-                    img.files.push((path, bytes));
+                match fs.file_contents(&path) {
+                    Some(bytes) => img.files.push((path, bytes)),
+                    None => pending.push(path),
                 }
             }
         }
+        img.files.sort_by(|a, b| a.0.cmp(&b.0));
         img
     }
 
