@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{assert_same_entries, hot_slab_options, scan, Entry, Model, MODES};
+use common::{assert_same_entries, hot_slab, hot_slab_options, scan, Entry, Model, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{Db, DbIterator, ReadOptions, WalMode, WriteOptions};
+use tierkv::{Db, DbIterator, Options, ReadOptions, WalMode, WriteOptions};
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:05}").into_bytes()
@@ -89,85 +89,109 @@ fn a_short_scan_reads_a_few_slots_of_a_large_store() {
 fn an_iterator_reads_its_state_while_flushes_supersede_and_demotions_move_objects() {
     for mode in MODES {
         let fs = FaultFs::new(7);
-        let db = Db::open(hot_slab_options(&fs, mode, 64 << 10)).unwrap();
-        write_round(&db, 0, 0..400);
-        let model = scan(&db).unwrap();
-        assert_eq!(model.len(), 400, "{mode:?}");
-
-        // Four iterators at this state, each stopped early, one of them at a snapshot the
-        // caller drops at once.
-        let mut forward = db.iter(ReadOptions::default()).unwrap();
-        forward.seek_to_first();
-        let mut seen_forward = Vec::new();
-        for _ in 0..3 {
-            seen_forward.push(entry(&forward));
-            forward.next();
-        }
-        let mut backward = db.iter(ReadOptions::default()).unwrap();
-        backward.seek_to_last();
-        let mut seen_backward = Vec::new();
-        for _ in 0..3 {
-            seen_backward.push(entry(&backward));
-            backward.prev();
-        }
-        let snapshot = db.snapshot();
-        let mut bounded = db
-            .iter(ReadOptions {
-                lower_bound: Some(key(100)),
-                upper_bound: Some(key(300)),
-                ..ReadOptions::at(&snapshot)
-            })
-            .unwrap();
-        drop(snapshot);
-        bounded.seek(&key(150));
-        let mut mixed = db.iter(ReadOptions::default()).unwrap();
-        mixed.seek(&key(200));
-
-        // Every key overwritten five times and 400 new keys: flushes supersede what the
-        // iterators have not read, and demotions move objects out of the store.
-        let demoted = db.stats().hot_tier.unwrap().demoted_objects;
-        for round in 1..6 {
-            write_round(&db, round, 0..400);
-            write_round(&db, round, 1_000..1_080);
-        }
-        let hot = db.stats().hot_tier.unwrap();
-        assert!(hot.demoted_objects > demoted, "{mode:?}: {hot:?}");
-
-        seen_forward.extend(rest(&mut forward, false));
-        let all: Vec<_> = model.clone().into_iter().collect();
-        assert_same_entries(&format!("{mode:?}: forward"), &seen_forward, &all);
-
-        seen_backward.extend(rest(&mut backward, true));
-        let mut reversed = all.clone();
-        reversed.reverse();
-        assert_same_entries(&format!("{mode:?}: backward"), &seen_backward, &reversed);
-
-        assert_same_entries(
-            &format!("{mode:?}: bounded, at a dropped snapshot"),
-            &rest(&mut bounded, false),
-            &in_range(&model, &key(150), &key(300)),
-        );
-
-        // Back and forth across chunk boundaries.
-        for _ in 0..120 {
-            mixed.prev();
-        }
-        assert_eq!(entry(&mixed).0, key(80), "{mode:?}");
-        for _ in 0..250 {
-            mixed.next();
-        }
-        assert_eq!(entry(&mixed).0, key(330), "{mode:?}");
-        assert_same_entries(
-            &format!("{mode:?}: mixed"),
-            &rest(&mut mixed, false),
-            &in_range(&model, &key(330), b"l"),
-        );
-
-        // A new iterator sees the latest state.
-        let now = scan(&db).unwrap();
-        assert_eq!(now.len(), 480, "{mode:?}");
-        assert_eq!(now[&key(7)], value(5, 7), "{mode:?}");
+        reads_its_state_while_the_store_changes(hot_slab_options(&fs, mode, 64 << 10), mode);
     }
+}
+
+#[test]
+fn with_four_partitions_an_iterator_reads_its_state_while_the_store_changes() {
+    let fs = FaultFs::new(8);
+    let opts = hot_slab(&fs, WalMode::Group, 64 << 10)
+        .hot_partitions(4)
+        .build()
+        .unwrap();
+    reads_its_state_while_the_store_changes(opts, WalMode::Group);
+    assert_eq!(
+        hot_slab_options(&fs, WalMode::Group, 64 << 10)
+            .hot_tier
+            .partitions,
+        1,
+        "the default is one store"
+    );
+}
+
+/// Four iterators stopped early at one state see exactly that state to their ends, in both
+/// directions and within bounds, while every key is overwritten five times and new keys
+/// push objects out of the store.
+fn reads_its_state_while_the_store_changes(opts: Options, mode: WalMode) {
+    let db = Db::open(opts).unwrap();
+    write_round(&db, 0, 0..400);
+    let model = scan(&db).unwrap();
+    assert_eq!(model.len(), 400, "{mode:?}");
+
+    // Four iterators at this state, each stopped early, one of them at a snapshot the
+    // caller drops at once.
+    let mut forward = db.iter(ReadOptions::default()).unwrap();
+    forward.seek_to_first();
+    let mut seen_forward = Vec::new();
+    for _ in 0..3 {
+        seen_forward.push(entry(&forward));
+        forward.next();
+    }
+    let mut backward = db.iter(ReadOptions::default()).unwrap();
+    backward.seek_to_last();
+    let mut seen_backward = Vec::new();
+    for _ in 0..3 {
+        seen_backward.push(entry(&backward));
+        backward.prev();
+    }
+    let snapshot = db.snapshot();
+    let mut bounded = db
+        .iter(ReadOptions {
+            lower_bound: Some(key(100)),
+            upper_bound: Some(key(300)),
+            ..ReadOptions::at(&snapshot)
+        })
+        .unwrap();
+    drop(snapshot);
+    bounded.seek(&key(150));
+    let mut mixed = db.iter(ReadOptions::default()).unwrap();
+    mixed.seek(&key(200));
+
+    // Every key overwritten five times and 400 new keys: flushes supersede what the
+    // iterators have not read, and demotions move objects out of the store.
+    let demoted = db.stats().hot_tier.unwrap().demoted_objects;
+    for round in 1..6 {
+        write_round(&db, round, 0..400);
+        write_round(&db, round, 1_000..1_080);
+    }
+    let hot = db.stats().hot_tier.unwrap();
+    assert!(hot.demoted_objects > demoted, "{mode:?}: {hot:?}");
+
+    seen_forward.extend(rest(&mut forward, false));
+    let all: Vec<_> = model.clone().into_iter().collect();
+    assert_same_entries(&format!("{mode:?}: forward"), &seen_forward, &all);
+
+    seen_backward.extend(rest(&mut backward, true));
+    let mut reversed = all.clone();
+    reversed.reverse();
+    assert_same_entries(&format!("{mode:?}: backward"), &seen_backward, &reversed);
+
+    assert_same_entries(
+        &format!("{mode:?}: bounded, at a dropped snapshot"),
+        &rest(&mut bounded, false),
+        &in_range(&model, &key(150), &key(300)),
+    );
+
+    // Back and forth across chunk boundaries.
+    for _ in 0..120 {
+        mixed.prev();
+    }
+    assert_eq!(entry(&mixed).0, key(80), "{mode:?}");
+    for _ in 0..250 {
+        mixed.next();
+    }
+    assert_eq!(entry(&mixed).0, key(330), "{mode:?}");
+    assert_same_entries(
+        &format!("{mode:?}: mixed"),
+        &rest(&mut mixed, false),
+        &in_range(&model, &key(330), b"l"),
+    );
+
+    // A new iterator sees the latest state.
+    let now = scan(&db).unwrap();
+    assert_eq!(now.len(), 480, "{mode:?}");
+    assert_eq!(now[&key(7)], value(5, 7), "{mode:?}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ pub use kv::{
     assert_same_entries, assert_scan_matches, collect_entries, key, key6, large_value,
     read_entries, scan, show_bytes, show_entry, small_value, value, Entry, Model,
 };
-pub use opts::{hot_slab_options, sized, small, tiny, MODES};
+pub use opts::{hot_slab, hot_slab_options, sized, small, tiny, MODES};
 pub use tiers::{TierSetup, CAPACITY, FAST};
 pub use wait::{
     block_on, block_on_counted, each_mode, submit, try_submit, wait_bounded, wait_for, wait_ready,

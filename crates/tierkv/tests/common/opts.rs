@@ -44,13 +44,16 @@ pub fn small(mode: WalMode, write_buffer: usize) -> OptionsBuilder {
 
 /// [`tiny`] on the WAL `mode` in `fs`'s fast and capacity tiers, with a hot store
 /// (`hot_tier = "slab"`) of `budget` bytes.
-pub fn hot_slab_options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
+pub fn hot_slab(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> OptionsBuilder {
     tiny()
         .fault_tiers()
         .wal(mode)
         .hot_tier(HotTier::Slab)
         .hot_budget(budget)
         .fs(fs.clone())
-        .build()
-        .expect("valid options")
+}
+
+/// [`hot_slab`], built.
+pub fn hot_slab_options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
+    hot_slab(fs, mode, budget).build().expect("valid options")
 }
