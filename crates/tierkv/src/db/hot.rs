@@ -25,7 +25,7 @@ use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::admit::FlushBatch;
 use crate::hot::iter::Reader;
-use crate::hot::{Clears, HotPartitions, HotStore, VecIter};
+use crate::hot::{Clears, Demotion, Entries, HotPartitions, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
@@ -221,9 +221,14 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
     for part in hot.parts() {
         promote_candidates(db, hot, part)?;
-        if part.over_budget() {
-            demote(db, part, 0, Clears::Now)?;
-        }
+    }
+    // Each round relieves one partition past its watermark (and takes its ranges from the
+    // others), so at most one round per partition.
+    for _ in 0..hot.parts().len() {
+        let Some(leader) = hot.parts().iter().position(|p| p.over_budget()) else {
+            break;
+        };
+        demote_aligned(db, hot, leader)?;
     }
     Ok(())
 }
@@ -316,9 +321,50 @@ fn demote(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()>
 /// [`demote`]'s work, while writes are paced.
 fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
     let started = Instant::now();
+    let Some(plan) = hot.plan_demotion(&capacity_bounds(db), room)? else {
+        return Ok(());
+    };
+    install_demotions(db, vec![(hot, plan)], clears, started)
+}
+
+/// A demotion of partition `leader` (past its high watermark) that takes the same key
+/// ranges from every partition: the leader's MSC picks the ranges and its objects down to
+/// its low watermark, the others give their unpinned objects in those ranges, and one table
+/// takes them all. A partition holds only its hash's share of a range, so demoting a range
+/// from one partition alone would cost the capacity tier the range's merge for a fraction
+/// of its objects. Writes are paced meanwhile.
+fn demote_aligned(db: &DbInner, hot: &HotPartitions, leader: usize) -> Result<()> {
+    let parts = hot.parts();
+    parts.iter().for_each(|p| p.set_demoting(true));
+    let done = demote_aligned_paced(db, parts, leader);
+    parts.iter().for_each(|p| p.set_demoting(false));
+    done
+}
+
+/// [`demote_aligned`]'s work, while writes are paced.
+fn demote_aligned_paced(db: &DbInner, parts: &[Arc<HotStore>], leader: usize) -> Result<()> {
+    let started = Instant::now();
+    let Some(lead) = parts[leader].plan_demotion(&capacity_bounds(db), 0)? else {
+        return Ok(());
+    };
+    let ranges = lead.ranges.clone();
+    let mut plans = vec![(&*parts[leader], lead)];
+    for (i, part) in parts.iter().enumerate() {
+        if i == leader {
+            continue;
+        }
+        if let Some(plan) = part.plan_demotion_in(&ranges)? {
+            plans.push((part, plan));
+        }
+    }
+    install_demotions(db, plans, Clears::Now, started)
+}
+
+/// The key ranges MSC's candidates follow: the deepest level's tables (the capacity tier's
+/// large sorted runs), by largest key, with their entry counts.
+fn capacity_bounds(db: &DbInner) -> Vec<(Vec<u8>, u64)> {
     let version = db.versions.current();
-    // Candidates follow the deepest level's tables (the capacity tier's large sorted runs).
-    let bounds: Vec<(Vec<u8>, u64)> = version
+    version
         .deepest_non_empty_level()
         .map(|l| {
             version.levels[l]
@@ -326,14 +372,27 @@ fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Resu
                 .map(|f| (f.largest_user().to_vec(), f.num_entries))
                 .collect()
         })
-        .unwrap_or_default();
-    drop(version);
-    let Some(plan) = hot.plan_demotion(&bounds, room)? else {
-        return Ok(());
-    };
+        .unwrap_or_default()
+}
+
+/// Writes the planned demotions' objects (of one or more partitions, keys disjoint) as one
+/// demotion: merged into the bottom run where their keys have no version above it, the rest
+/// into L0; installs that, then drops the objects from their stores. The first plan's store
+/// counts the work.
+fn install_demotions(
+    db: &DbInner,
+    plans: Vec<(&HotStore, Demotion)>,
+    clears: Clears,
+    started: Instant,
+) -> Result<()> {
+    let mut entries: Entries = plans.iter().flat_map(|(_, p)| p.entries.clone()).collect();
+    if plans.len() > 1 {
+        crate::hot::partitioned::sort_entries(&mut entries);
+    }
+    let counters = &plans[0].0.counters;
     // Objects whose keys have no version above the bottom run are merged into it.
-    let (for_l0, merged) = super::hot_bottom::merge_into_bottom(db, plan.entries.clone())?;
-    hot.counters
+    let (for_l0, merged) = super::hot_bottom::merge_into_bottom(db, entries)?;
+    counters
         .demoted_into_bottom
         .fetch_add(merged, Ordering::Relaxed);
     let bytes: u64 = for_l0.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
@@ -357,9 +416,11 @@ fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Resu
     }
     db.clear_pending(files.iter().map(|o| o.meta.number));
     drop(files);
-    hot.finish_demotion(plan, db.versions.log_number(), clears)?;
+    for (hot, plan) in plans {
+        hot.finish_demotion(plan, db.versions.log_number(), clears)?;
+    }
     let micros = started.elapsed().as_micros() as u64;
-    hot.counters
+    counters
         .demotion_micros
         .fetch_add(micros, Ordering::Relaxed);
     Ok(())

@@ -16,7 +16,7 @@
 //! or from the store and a table holding a promoted copy): the same internal key and value,
 //! which the database iterator reads as one.
 
-use super::{Entries, HotStore, HotVersion, SlotKind};
+use super::{borrowed, Entries, HotStore, HotVersion, KeyRange, SlotKind};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
@@ -34,9 +34,6 @@ const MAX_CHUNK: usize = 1024;
 /// A fetch stops after this many keys per wanted entry (keys with no version visible at the
 /// iterator's sequence, or only an `InLsm` marker, yield none), so the lock is held briefly.
 const SCAN_FACTOR: usize = 4;
-
-/// A range of user keys.
-type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 /// The store's live iterators, and the objects of demotions they may still need.
 #[derive(Default)]
@@ -145,7 +142,7 @@ impl HotStore {
                 stopped: false,
             });
         }
-        let bounds = (as_ref(&range.0), as_ref(&range.1));
+        let bounds = (borrowed(&range.0), borrowed(&range.1));
         {
             let index = self.index.read();
             let keys = index.map.range::<[u8], _>(bounds);
@@ -255,14 +252,6 @@ fn is_empty(range: &KeyRange) -> bool {
         (Included(a), Included(b)) => a > b,
         (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a >= b,
         _ => false,
-    }
-}
-
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

@@ -166,6 +166,9 @@ type MemVersion = (SeqNo, ValueKind, Vec<u8>);
 /// Objects handed to the LSM by a flush or a demotion: internal key and value, sorted.
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// A range of user keys.
+pub(crate) type KeyRange = (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>);
+
 /// When a demotion clears the slots of the objects it moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Clears {
@@ -187,6 +190,8 @@ pub(crate) struct Demotion {
     /// A weight-policy migration's average weight, taken off the kept objects once it is
     /// done; `None` for an MSC demotion.
     average: Option<u32>,
+    /// The key ranges MSC took objects from (empty for a migration).
+    pub ranges: Vec<KeyRange>,
 }
 
 /// The hot store.
@@ -955,6 +960,44 @@ impl HotStore {
             return Ok(None);
         }
         victims.sort_by(|a, b| a.0.cmp(&b.0));
+        let ranges = taken
+            .iter()
+            .map(|&(i, _)| i)
+            .collect::<BTreeSet<usize>>()
+            .into_iter()
+            .map(|i| owned_range(range_of(i)))
+            .collect();
+        let mut demotion = self.demotion_of(victims, None)?;
+        demotion.ranges = ranges;
+        Ok(Some(demotion))
+    }
+
+    /// A demotion of this store's unpinned objects in `ranges` (another partition's MSC
+    /// choice, see `db::hot::demote_aligned`), so one table takes each range's cold objects
+    /// from every partition; `None` if there are none, or under the weight policy.
+    pub fn plan_demotion_in(&self, ranges: &[KeyRange]) -> Result<Option<Demotion>> {
+        if self.weights.is_some() {
+            return Ok(None);
+        }
+        let mut rng = rand::thread_rng();
+        // NB: the slots are read under the index lock, so none is reused meanwhile.
+        let index = self.index.read();
+        let mapper = self.mapper(&index);
+        let mut victims = Vec::new();
+        for (lo, hi) in ranges {
+            let range = (borrowed(lo), borrowed(hi));
+            for (k, vs) in index.map.range::<[u8], _>(range) {
+                let pinned = mapper.is_popular(self.tracker.clock(k), rng.gen());
+                if vs.len() == 1 && !pinned {
+                    victims.push((k.clone(), vs[0]));
+                }
+            }
+        }
+        if victims.is_empty() {
+            return Ok(None);
+        }
+        victims.sort_by(|a, b| a.0.cmp(&b.0));
+        victims.dedup_by(|a, b| a.0 == b.0);
         self.demotion_of(victims, None).map(Some)
     }
 
@@ -1018,6 +1061,7 @@ impl HotStore {
             }
         }
         Ok(Demotion {
+            ranges: Vec::new(),
             entries,
             victims: victims
                 .into_iter()
@@ -1041,6 +1085,7 @@ impl HotStore {
             entries,
             victims,
             average,
+            ..
         } = demotion;
         let moved_bytes: u64 = entries
             .iter()
@@ -1162,6 +1207,16 @@ impl HotStore {
     fn read_only(&self) -> bool {
         self.read_only
     }
+}
+
+/// `range` with owned bounds.
+fn owned_range((lo, hi): (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>)) -> KeyRange {
+    (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec))
+}
+
+/// A bound on borrowed bytes.
+pub(crate) fn borrowed(b: &std::ops::Bound<Vec<u8>>) -> std::ops::Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
 }
 
 /// Drops from `versions` (newest first) each older version no snapshot reads: version i is
