@@ -1053,6 +1053,14 @@ fn sweep(
         "{}: the workload must flush and compact:\n{stats}",
         shape.name
     );
+    if shape.hot_partitions > 1 {
+        let demoted = stats.hot_tier.as_ref().map_or(0, |h| h.demoted_objects);
+        assert!(
+            demoted > 0,
+            "{}: the workload must demote:\n{stats}",
+            shape.name
+        );
+    }
     if shape.hot_budget > 0 && shape.hot_eviction == HotEviction::Weight {
         let migrated = stats.hot_tier.as_ref().map_or(0, |h| h.migrated_objects);
         assert!(
@@ -1182,7 +1190,8 @@ fn crash_sweep_hot_tier_demoting_into_bottom() {
 fn crash_sweep_hot_tier_partitioned_demoting() {
     let shape = Shape {
         name: "hot-tier-partitioned-demoting",
-        hot_budget: 192 << 10,
+        // NB: a third of the one-store sweep's budget each, so every seed's workload demotes.
+        hot_budget: 64 << 10,
         hot_partitions: 3,
         max_value: 400,
         ..BASE
