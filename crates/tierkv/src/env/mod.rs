@@ -160,6 +160,9 @@ pub trait PositionalFile: Send + Sync {
     fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
         write_zeros(self, offset, len)
     }
+    /// Hints that `len` bytes at `offset` will be read soon, so the OS may start reading
+    /// them into its cache now. A hint: the default does nothing.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
     /// The file's size.
     fn size(&self) -> u64;
     /// A descriptor opened with `O_DIRECT` on the same file, for submitting page-aligned I/O

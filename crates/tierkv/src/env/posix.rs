@@ -236,6 +236,23 @@ impl PositionalFile for PosixPositional {
             .map_err(|e| Error::io("read", &self.path, e))
     }
 
+    fn prefetch(&self, offset: u64, len: u64) {
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
+        else {
+            return;
+        };
+        // SAFETY: posix_fadvise only reads its integer arguments on an open descriptor.
+        // NB: the result is ignored: a hint the kernel may not act on.
+        unsafe {
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                offset,
+                len,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
+    }
+
     /// Punches a hole (no data written); where the file system cannot, writes zeros. The hole
     /// is a metadata change: `fsync`, not `fdatasync`, makes it durable, so it is done here.
     fn zero_range(&self, offset: u64, len: u64) -> Result<()> {

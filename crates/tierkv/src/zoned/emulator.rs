@@ -545,6 +545,16 @@ impl ZonedDevice for EmulatedZoned {
 }
 
 impl EmulatedZoned {
+    /// Hints that `len` bytes at `offset` of `zone` will be read soon (clipped to the zone's
+    /// capacity): the backing file may start reading them into the OS cache.
+    pub fn prefetch(&self, zone: ZoneId, offset: u64, len: u64) {
+        if zone >= self.geometry.zones || offset >= self.geometry.zone_capacity {
+            return;
+        }
+        let len = len.min(self.geometry.zone_capacity - offset);
+        self.file.prefetch(self.zone_start(zone) + offset, len);
+    }
+
     /// Writes zeros durably over the first `len` bytes of `zone`.
     fn zero(&self, zone: ZoneId, len: u64) -> Result<(), ZoneError> {
         // NB: a real device resets without writing; the file punches a hole where it can.

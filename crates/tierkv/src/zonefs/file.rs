@@ -199,23 +199,40 @@ impl ZoneWriter {
         self.extent_open = false;
     }
 
-    /// Writes the whole LBAs of the buffer, keeping the partial one.
-    fn write_whole_lbas(&mut self) -> Result<()> {
+    /// Writes `data` after the buffered bytes: whole LBAs go to the device straight from
+    /// `data`, and less than an LBA stays buffered.
+    fn write_appended(&mut self, mut data: &[u8]) -> Result<()> {
         let lba = self.fs.lba as usize;
-        let whole = self.buf.len() / lba * lba;
-        if whole == 0 {
-            return Ok(());
+        if !self.buf.is_empty() {
+            // INVARIANT: the buffer holds less than an LBA between appends.
+            let fill = (lba - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..fill]);
+            data = &data[fill..];
+            if self.buf.len() < lba {
+                return Ok(());
+            }
+            let head = std::mem::take(&mut self.buf);
+            let written = self.write_out(&head, 0);
+            // NB: the allocation is kept for the next partial LBA.
+            self.buf = head;
+            self.buf.clear();
+            written?;
         }
-        let data: Vec<u8> = self.buf.drain(..whole).collect();
-        self.write_out(&data, 0)
+        // NB: written from the caller's slice: copying a table's 256 KiB appends into the
+        // buffer first cost as much CPU as the write itself.
+        let whole = data.len() / lba * lba;
+        if whole > 0 {
+            self.write_out(&data[..whole], 0)?;
+        }
+        self.buf.extend_from_slice(&data[whole..]);
+        Ok(())
     }
 }
 
 impl WritableFile for ZoneWriter {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         self.fs.check_usable()?;
-        self.buf.extend_from_slice(data);
-        let written = self.write_whole_lbas();
+        let written = self.write_appended(data);
         // NB: counted after the zone bytes, so a report taken mid-write never shows fewer
         // bytes written to zones than the engine wrote.
         add(&self.fs.counters.engine, data.len() as u64);
@@ -223,7 +240,6 @@ impl WritableFile for ZoneWriter {
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.write_whole_lbas()?;
         if !self.buf.is_empty() {
             let lba = self.fs.lba as usize;
             let padding = (lba - self.buf.len()) as u64;
@@ -304,11 +320,40 @@ impl RandomAccessFile for ZoneReader {
             ));
         }
         read_extents(&self.fs.dev, self.fs.lba, &state.extents, offset, buf)
-            .map_err(|err| self.fs.zone_error(err))
+            .map_err(|err| self.fs.zone_error(err))?;
+        if buf.len() as u64 >= PREFETCH_FROM {
+            // NB: after the read, so the next window loads while the caller works on this one.
+            prefetch_extents(&self.fs.dev, &state.extents, end, buf.len() as u64);
+        }
+        Ok(())
     }
 
     fn size(&self) -> u64 {
         self.size
+    }
+}
+
+/// Reads of at least this many bytes are a sequential reader's window (a compaction's or a
+/// scan's read-ahead), not a point lookup's block: the window after them is prefetched.
+const PREFETCH_FROM: u64 = 64 << 10;
+
+/// Hints the device to start reading the `len` file bytes at `offset` (those within the file)
+/// into the OS cache. Every file shares the device file's descriptor, so a compaction's
+/// inputs, read in turn, reach the kernel as one stream jumping between zones, which its
+/// read-ahead (one stream per descriptor) may not follow; a table in a file of its own is
+/// read ahead by the kernel, and through io_uring by the engine.
+fn prefetch_extents(dev: &EmulatedZoned, extents: &[Extent], offset: u64, len: u64) {
+    let end = offset + len;
+    let mut file_pos = 0u64;
+    for e in extents {
+        let (start, stop) = (offset.max(file_pos), end.min(file_pos + e.len));
+        if start < stop {
+            dev.prefetch(e.zone, e.offset + (start - file_pos), stop - start);
+        }
+        file_pos += e.len;
+        if file_pos >= end {
+            break;
+        }
     }
 }
 
@@ -326,20 +371,66 @@ pub(super) fn read_extents(
     for e in extents {
         let (start, stop) = (offset.max(file_pos), end.min(file_pos + e.len));
         if start < stop {
-            let in_extent = start - file_pos;
-            // NB: the device reads whole LBAs only.
-            let first = (e.offset + in_extent) / lba * lba;
-            let last = (e.offset + in_extent + (stop - start)).div_ceil(lba) * lba;
-            let mut tmp = vec![0u8; (last - first) as usize];
-            dev.read(e.zone, first, &mut tmp)?;
-            let skip = (e.offset + in_extent - first) as usize;
-            buf[(start - offset) as usize..(stop - offset) as usize]
-                .copy_from_slice(&tmp[skip..skip + (stop - start) as usize]);
+            let at = e.offset + (start - file_pos);
+            let out = &mut buf[(start - offset) as usize..(stop - offset) as usize];
+            read_zone_bytes(dev, lba, e.zone, at, out)?;
         }
         file_pos += e.len;
         if file_pos >= end {
             break;
         }
     }
+    Ok(())
+}
+
+/// Reads up to this many bytes (LBA-rounded) with one device read through a buffer: a point
+/// lookup's block that straddles LBAs is then one read, not two.
+const BUFFERED_READ_MAX: u64 = 64 << 10;
+
+/// Reads `out.len()` bytes at byte `at` of `zone`. The device reads whole LBAs only: a small
+/// range goes through a buffer of its LBAs; a larger one is read straight into `out` but for
+/// a partial first and last LBA (a compaction's 256 KiB read-ahead then costs no allocation
+/// of its size and no second copy).
+fn read_zone_bytes(
+    dev: &EmulatedZoned,
+    lba: u64,
+    zone: ZoneId,
+    at: u64,
+    out: &mut [u8],
+) -> std::result::Result<(), ZoneError> {
+    let end = at + out.len() as u64;
+    let (first, last) = (at / lba * lba, end.div_ceil(lba) * lba);
+    if last - first <= BUFFERED_READ_MAX {
+        return read_through_buffer(dev, zone, first, last, at, out);
+    }
+    let head_end = at.next_multiple_of(lba);
+    let tail_start = end / lba * lba;
+    if head_end > at {
+        let head = &mut out[..(head_end - at) as usize];
+        read_through_buffer(dev, zone, first, head_end, at, head)?;
+    }
+    let middle = &mut out[(head_end - at) as usize..(tail_start - at) as usize];
+    dev.read(zone, head_end, middle)?;
+    if end > tail_start {
+        let tail = &mut out[(tail_start - at) as usize..];
+        read_through_buffer(dev, zone, tail_start, last, tail_start, tail)?;
+    }
+    Ok(())
+}
+
+/// Reads the LBAs `[first, last)` of `zone` into a buffer and copies the `out.len()` bytes
+/// at `at` (within them) to `out`.
+fn read_through_buffer(
+    dev: &EmulatedZoned,
+    zone: ZoneId,
+    first: u64,
+    last: u64,
+    at: u64,
+    out: &mut [u8],
+) -> std::result::Result<(), ZoneError> {
+    let mut lbas = vec![0u8; (last - first) as usize];
+    dev.read(zone, first, &mut lbas)?;
+    let skip = (at - first) as usize;
+    out.copy_from_slice(&lbas[skip..skip + out.len()]);
     Ok(())
 }

@@ -7,6 +7,7 @@ mod background;
 mod collect_race;
 mod crash;
 mod image;
+mod io_paths;
 
 const LBA: u64 = 4096;
 
