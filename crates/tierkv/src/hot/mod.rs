@@ -328,6 +328,11 @@ impl HotStore {
                             Some(cur) if cur.seq >= v.seq => v,
                             Some(cur) => std::mem::replace(cur, v),
                         };
+                        if stale.loc != loc {
+                            // The newer version took the counted one's place: count its class.
+                            index.bytes -= CLASS_SIZES[stale.loc.class] as u64;
+                            index.bytes += CLASS_SIZES[class] as u64;
+                        }
                         index.free[stale.loc.class].push(stale.loc.slot);
                         pending.clears.push(stale.loc);
                     }

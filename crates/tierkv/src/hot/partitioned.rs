@@ -476,6 +476,28 @@ mod tests {
     }
 
     #[test]
+    fn recovery_counts_the_class_of_the_version_it_keeps_when_a_key_has_two_slots() {
+        let fs: Arc<dyn Fs> = FaultFs::new(0);
+        let dir0 = Path::new("/db");
+        let opts = HotTierOptions::default();
+        let (tier, _) = HotPartitions::open(&fs, dir0, &opts, 1, 0, false, false).unwrap();
+        // A small version, then a larger one of the same key; no commit, so the small one's
+        // slot still holds it on disk, as after a crash before its slot was cleared.
+        for (seq, len) in [(1, 10), (2, 900)] {
+            let mem = Arc::new(crate::memtable::MemTable::new(0));
+            mem.add(seq, key::ValueKind::Value, b"key", &vec![b'v'; len]);
+            tier.absorb(&mut mem.iter(), 1).unwrap();
+        }
+        drop(tier);
+        let (tier, max_seq) = HotPartitions::open(&fs, dir0, &opts, 2, 0, false, false).unwrap();
+        assert_eq!(max_seq, 2);
+        let stats = tier.stats();
+        let indexed: u64 = stats.by_class.iter().map(|c| c.2).sum();
+        assert_eq!(stats.objects, 1);
+        assert_eq!(stats.bytes, indexed, "bytes count the kept version's class: {stats:?}");
+    }
+
+    #[test]
     fn a_damaged_partition_record_is_corruption_naming_the_file() {
         let fs = FaultFs::new(0);
         let hot_dir = Path::new("/db/hot");
