@@ -30,16 +30,21 @@ fn entry(it: &DbIterator) -> Entry {
     (it.key().to_vec(), it.value().to_vec())
 }
 
+/// Moves `it` one entry on: back if `reverse`.
+fn step(it: &mut DbIterator, reverse: bool) {
+    if reverse {
+        it.prev();
+    } else {
+        it.next();
+    }
+}
+
 /// Reads from where `it` stands to its end (`reverse`: to its start), in the order read.
 fn rest(it: &mut DbIterator, reverse: bool) -> Vec<Entry> {
     let mut out = Vec::new();
     while it.valid() {
         out.push(entry(it));
-        if reverse {
-            it.prev();
-        } else {
-            it.next();
-        }
+        step(it, reverse);
     }
     it.status().unwrap();
     out
@@ -240,11 +245,7 @@ fn scan_generations(db: &Db, reverse: bool) -> Vec<(Vec<u8>, u32)> {
         if out.len() % 64 == 0 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        if reverse {
-            it.prev();
-        } else {
-            it.next();
-        }
+        step(&mut it, reverse);
     }
     it.status().unwrap();
     out

@@ -494,7 +494,10 @@ mod tests {
         let stats = tier.stats();
         let indexed: u64 = stats.by_class.iter().map(|c| c.2).sum();
         assert_eq!(stats.objects, 1);
-        assert_eq!(stats.bytes, indexed, "bytes count the kept version's class: {stats:?}");
+        assert_eq!(
+            stats.bytes, indexed,
+            "bytes count the kept version's class: {stats:?}"
+        );
     }
 
     #[test]
