@@ -231,6 +231,7 @@ def seeds():
             bytes([0]),
         ],
         "hot_journal": [bytes([0]) + hot_journal()],
+        "hot_partitions": [b"4\n", b"64\n"],
         "vlog_value": [
             bytes([0]) + vlog_record(b"k1", b"val"),
             bytes([0, 1, 3, 0xAC, 0x02, 17]),

@@ -20,7 +20,7 @@
 //! - The append and zoned WALs (`docs/append-wal.md`), the hot store (`docs/hot-tier.md`) and the
 //!   value log (`docs/value-log.md`): [`decode_append_record`], [`read_zoned_device`],
 //!   [`replay_logs`] (every mode's logs, as open replays them), [`decode_hot_slot`],
-//!   [`read_hot_journal`], [`decode_split_value`], [`decode_value_record`],
+//!   [`read_hot_journal`], [`read_hot_partitions`], [`decode_split_value`], [`decode_value_record`],
 //!   [`decode_value_log_state`].
 //! - Tables on zones (`docs/zonefs.md`): [`ZonedDir`] reads a zoned tier directory on its own
 //!   (geometry, zones, files and their extents, a file's bytes); [`zoned_tiers`] views the
@@ -365,6 +365,12 @@ pub fn read_hot_journal(fs: &dyn crate::env::Fs, path: &Path) -> Result<Option<H
         lowest: j.lowest,
         pages: j.pages,
     }))
+}
+
+/// The hot store's partition count recorded in its directory `hot_dir` (`hot/PARTITIONS`,
+/// `docs/hot-tier.md`): 1 without a record, `Corruption` naming the file when it is damaged.
+pub fn read_hot_partitions(fs: &dyn crate::env::Fs, hot_dir: &Path) -> Result<usize> {
+    crate::hot::partitioned::read_record(fs, hot_dir)
 }
 
 /// A split value as the LSM stores it with `values = "split"` (`docs/value-log.md`).

@@ -17,9 +17,9 @@ use tierkv::env::{FaultFs, Fs};
 use tierkv::inspect::{
     decode_append_record, decode_footer, decode_hot_slot, decode_index, decode_properties,
     decode_split_value, decode_stored_block, decode_value_log_state, decode_value_record,
-    decode_version_edit, encode_split_value, read_area, read_hot_journal, read_identity,
-    read_zoned_device, replay_logs, scan_zonefs_journal, BlockView, FilterView, InternalIterator,
-    LogReader, RecoveredManifest, SplitValue, Table, VersionEdit,
+    decode_version_edit, encode_split_value, read_area, read_hot_journal, read_hot_partitions,
+    read_identity, read_zoned_device, replay_logs, scan_zonefs_journal, BlockView, FilterView,
+    InternalIterator, LogReader, RecoveredManifest, SplitValue, Table, VersionEdit,
 };
 use tierkv::{BatchOp, Error, Options, RecoveryMode, WriteBatch};
 
@@ -920,6 +920,22 @@ pub fn zonefs_journal(data: &[u8]) {
     match scan_zonefs_journal(&zone, lba) {
         Ok(Some(j)) => assert_eq!(j.records.first(), Some(&"snapshot"), "{j:?}"),
         Ok(None) => {}
+        Err(e) => typed(&e),
+    }
+}
+
+/// The hot store's partition record (`hot/PARTITIONS`): any bytes read back either as the count
+/// they spell exactly (in 2..=64, one newline) or as `Corruption`, never another count.
+pub fn hot_partitions(data: &[u8]) {
+    let fs = FaultFs::new(0);
+    let dir = Path::new("/db/hot");
+    fs.create_dir_all(dir).expect("in memory");
+    fs.write_raw(&dir.join("PARTITIONS"), data);
+    match read_hot_partitions(fs.as_ref(), dir) {
+        Ok(n) => {
+            assert!((2..=64).contains(&n), "count {n}");
+            assert_eq!(data, format!("{n}\n").as_bytes());
+        }
         Err(e) => typed(&e),
     }
 }

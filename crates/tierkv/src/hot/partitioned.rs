@@ -75,16 +75,31 @@ fn recorded_partitions(fs: &dyn Fs, hot_dir: &Path) -> Result<usize> {
         return Ok(1);
     }
     let bytes = crate::env::read_file(fs, &path)?;
-    std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|text| text.strip_suffix('\n'))
-        .and_then(|count| count.parse::<usize>().ok())
-        .filter(|n| (2..=MAX_PARTITIONS).contains(n))
-        .ok_or_else(|| Error::Corruption {
-            file: path,
-            offset: 0,
-            what: format!("hot-store partition record is not a count in 2..={MAX_PARTITIONS}"),
-        })
+    parse_record(&bytes).ok_or_else(|| Error::Corruption {
+        file: path,
+        offset: 0,
+        what: format!("hot-store partition record is not a count in 2..={MAX_PARTITIONS}"),
+    })
+}
+
+/// The record of `n` partitions: the count in ASCII decimal and a newline.
+fn encode_record(n: usize) -> Vec<u8> {
+    format!("{n}\n").into_bytes()
+}
+
+/// The count a record holds: only the bytes [`encode_record`] writes for a count in
+/// `2..=MAX_PARTITIONS` (no sign, no leading zeros), so any other bytes are damage.
+fn parse_record(bytes: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+    let n = text.parse::<usize>().ok()?;
+    let canonical = (2..=MAX_PARTITIONS).contains(&n) && encode_record(n) == bytes;
+    canonical.then_some(n)
+}
+
+/// The partition count recorded in the hot store's directory `hot_dir` (1 without a record),
+/// or `Corruption` naming the record; for tools and fuzzing.
+pub(crate) fn read_record(fs: &dyn Fs, hot_dir: &Path) -> Result<usize> {
+    recorded_partitions(fs, hot_dir)
 }
 
 /// Checks that the store in `hot_dir` is laid out for `n` partitions. A store with data laid
@@ -111,7 +126,7 @@ fn settle_layout(fs: &dyn Fs, hot_dir: &Path, n: usize, read_only: bool) -> Resu
         fs.remove_file(&path)?;
         fs.sync_dir(hot_dir)
     } else {
-        crate::env::write_file_atomic(fs, &path, format!("{n}\n").as_bytes())
+        crate::env::write_file_atomic(fs, &path, &encode_record(n))
     }
 }
 
@@ -498,6 +513,38 @@ mod tests {
             stats.bytes, indexed,
             "bytes count the kept version's class: {stats:?}"
         );
+    }
+
+    #[test]
+    fn the_partition_record_is_pinned_byte_for_byte() {
+        // Golden: `docs/hot-tier.md`, "Layout"; a change here is a format change.
+        assert_eq!(encode_record(4), b"4\n");
+        assert_eq!(encode_record(64), b"64\n");
+        let fs: Arc<dyn Fs> = FaultFs::new(0);
+        let opts = HotTierOptions {
+            partitions: 12,
+            ..HotTierOptions::default()
+        };
+        HotPartitions::open(&fs, Path::new("/db"), &opts, 1, 0, false, false).unwrap();
+        let on_disk = crate::env::read_file(fs.as_ref(), Path::new("/db/hot/PARTITIONS"));
+        assert_eq!(on_disk.unwrap(), b"12\n");
+        assert_eq!(parse_record(b"12\n"), Some(12));
+        for damaged in [
+            &b"12"[..],
+            b"012\n",
+            b"+12\n",
+            b"1\n",
+            b"65\n",
+            b"12\n\n",
+            b" 12\n",
+        ] {
+            assert_eq!(
+                parse_record(damaged),
+                None,
+                "{:?}",
+                damaged.escape_ascii().to_string()
+            );
+        }
     }
 
     #[test]
