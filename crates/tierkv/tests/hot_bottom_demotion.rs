@@ -4,28 +4,21 @@
 
 mod common;
 
-use common::{tiny, TierSetup, MODES};
+use common::{hot_slab, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{
-    CapacityLevels, Db, HotAdmission, HotTier, Options, ReadOptions, WalMode, WriteOptions,
-};
+use tierkv::{CapacityLevels, Db, HotAdmission, Options, ReadOptions, WalMode, WriteOptions};
 
 const BUDGET: u64 = 256 << 10;
 
 fn options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
     // Nothing pinned: every object may be demoted.
-    tiny()
+    hot_slab(fs, mode, BUDGET)
         .hot_pinned_share(0.0)
-        .fault_tiers()
-        .wal(mode)
-        .hot_tier(HotTier::Slab)
-        .hot_budget(BUDGET)
         .capacity_levels(CapacityLevels::Fixed(1))
         .hot_demote_into_bottom(true)
         // Flushes write no L0 table while the store is full: the demotions are all L0 sees.
         .hot_admission(HotAdmission::MakeRoom)
-        .fs(fs.clone())
         .build()
         .expect("valid options")
 }

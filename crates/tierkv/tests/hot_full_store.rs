@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{tiny, TierSetup, MODES};
+use common::{hot_slab, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{Db, HotAdmission, HotTier, Options, ReadOptions, WalMode, WriteOptions};
+use tierkv::{Db, HotAdmission, Options, ReadOptions, WalMode, WriteOptions};
 
 const BUDGET: u64 = 256 << 10;
 
@@ -17,13 +17,8 @@ fn options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
 }
 
 fn options_with(fs: &Arc<FaultFs>, mode: WalMode, admission: HotAdmission) -> Options {
-    tiny()
-        .fault_tiers()
-        .wal(mode)
-        .hot_tier(HotTier::Slab)
-        .hot_budget(BUDGET)
+    hot_slab(fs, mode, BUDGET)
         .hot_admission(admission)
-        .fs(fs.clone())
         .build()
         .expect("valid options")
 }

@@ -5,20 +5,17 @@
 
 mod common;
 
-use common::{tiny, TierSetup, FAST};
+use common::{hot_slab, tiny, TierSetup, FAST};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tierkv::env::{FaultFs, Fs};
-use tierkv::{Db, Error, HotTier, Options, ReadOptions, WriteOptions};
+use tierkv::{Db, Error, HotTier, Options, ReadOptions, WalMode, WriteOptions};
 
 fn options(fs: &Arc<FaultFs>, partitions: usize) -> Options {
-    tiny()
-        .fault_tiers()
-        .hot_tier(HotTier::Slab)
-        .hot_budget(4 << 20)
+    // NB: the group-commit WAL is the default.
+    hot_slab(fs, WalMode::Group, 4 << 20)
         .hot_partitions(partitions)
-        .fs(fs.clone())
         .build()
         .expect("valid options")
 }

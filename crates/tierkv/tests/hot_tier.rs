@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{hot_slab_options, tiny, TierSetup, FAST, MODES};
+use common::{hot_slab_options, tiny, write_two_slab_jobs, TierSetup, FAST, MODES};
 use std::path::Path;
 use tierkv::env::FaultFs;
 use tierkv::{Db, Error, HotTier, MscPolicy, Options, ReadOptions, WalMode, WriteOptions};
@@ -228,19 +228,7 @@ fn demotion_keeps_the_store_under_budget_and_every_value_readable() {
 fn a_damaged_slot_is_corruption_naming_file_and_offset() {
     let fs = FaultFs::new(6);
     let db = Db::open(hot_slab_options(&fs, WalMode::Group, 1 << 20)).unwrap();
-    for i in 0..10u32 {
-        db.put(
-            &WriteOptions::default(),
-            format!("k{i}").as_bytes(),
-            b"value",
-        )
-        .unwrap();
-    }
-    db.flush().unwrap();
-    // A later job, in another class: the journal holds only its pages.
-    db.put(&WriteOptions::default(), b"other", &[9; 250])
-        .unwrap();
-    db.flush().unwrap();
+    write_two_slab_jobs(&db);
     drop(db);
     // Slot 3 of the 100-byte class: its key byte.
     let slab = Path::new(FAST).join("hot").join("slab-00-0100.slab");

@@ -5,10 +5,12 @@
 
 mod common;
 
-use common::{large_value, small_value, tiny, TierSetup};
+use common::{
+    answered_by_store, get_named, large_value, names, put_named, small_value, tiny, TierSetup,
+};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{Db, HotEviction, HotTier, Options, Preset, ReadOptions, WriteOptions};
+use tierkv::{Db, HotEviction, HotTier, Options, Preset, WriteOptions};
 
 /// The `splitkv` preset on tiny tables, with a 64 KiB hot store.
 fn options(fs: &Arc<FaultFs>) -> Options {
@@ -21,46 +23,12 @@ fn options(fs: &Arc<FaultFs>) -> Options {
         .expect("valid options")
 }
 
-fn hot_key(i: u32) -> String {
-    format!("hot{i:03}")
-}
-
-fn cold_key(i: u32) -> String {
-    format!("cold{i:03}")
-}
-
-fn big_key(i: u32) -> String {
-    format!("big{i:03}")
-}
-
-fn get(db: &Db, k: &str) -> Option<Vec<u8>> {
-    db.get(&ReadOptions::default(), k.as_bytes()).unwrap()
-}
-
-/// Reads `keys` once each and returns how many the hot store answered.
-fn answered_by_store(db: &Db, keys: &[String]) -> u64 {
-    let before = db.stats().hot_tier.expect("hot store on").reads_hot;
-    for k in keys {
-        assert!(get(db, k).is_some(), "{k} readable");
-    }
-    db.stats().hot_tier.expect("hot store on").reads_hot - before
-}
-
-fn put_all(db: &Db, keys: &[String], value: fn(&str) -> Vec<u8>) {
-    let w = WriteOptions::default();
-    for k in keys {
-        db.put(&w, k.as_bytes(), &value(k)).unwrap();
-    }
-    db.flush().unwrap();
-    db.wait_for_compactions().unwrap();
-}
-
 fn assert_all_readable(db: &Db, hot: &[String], cold: &[String], big: &[String], what: &str) {
     for k in hot.iter().chain(cold) {
-        assert_eq!(get(db, k), Some(small_value(k)), "{what}: {k}");
+        assert_eq!(get_named(db, k), Some(small_value(k)), "{what}: {k}");
     }
     for k in big {
-        assert_eq!(get(db, k), Some(large_value(k)), "{what}: {k}");
+        assert_eq!(get_named(db, k), Some(large_value(k)), "{what}: {k}");
     }
 }
 
@@ -71,10 +39,10 @@ fn the_splitkv_preset_puts_small_writes_in_the_hot_store_and_large_ones_in_the_v
     assert_eq!(o.hot_tier.mode, HotTier::Slab);
     assert_eq!(o.hot_tier.eviction, HotEviction::Weight);
     let db = Db::open(o).unwrap();
-    let small: Vec<String> = (0..40).map(hot_key).collect();
-    let big: Vec<String> = (0..4).map(big_key).collect();
-    put_all(&db, &small, small_value);
-    put_all(&db, &big, large_value);
+    let small: Vec<String> = names("hot", 40);
+    let big: Vec<String> = names("big", 4);
+    put_named(&db, &small, small_value);
+    put_named(&db, &big, large_value);
     let s = db.stats();
     let h = s.hot_tier.clone().expect("hot store on");
     assert_eq!(h.eviction, "weight");
@@ -95,20 +63,20 @@ fn the_splitkv_preset_puts_small_writes_in_the_hot_store_and_large_ones_in_the_v
 fn cold_objects_migrate_past_80_percent_and_hot_ones_stay() {
     let fs = FaultFs::new(12);
     let db = Db::open(options(&fs)).unwrap();
-    let hot: Vec<String> = (0..100).map(hot_key).collect();
-    let cold: Vec<String> = (0..150).map(cold_key).collect();
-    let big: Vec<String> = (0..3).map(big_key).collect();
-    put_all(&db, &hot, small_value);
-    put_all(&db, &big, large_value);
+    let hot: Vec<String> = names("hot", 100);
+    let cold: Vec<String> = names("cold", 150);
+    let big: Vec<String> = names("big", 3);
+    put_named(&db, &hot, small_value);
+    put_named(&db, &big, large_value);
     // The hot keys are read often: weight 1 (their write) + 20 reads.
     for _ in 0..20 {
         assert_eq!(answered_by_store(&db, &hot), 100);
     }
     // 100 + 100 objects of 300-byte slots pass 80% of 64 KiB: the cold ones (weight 1)
     // are below the average and migrate; the 50 written after them then fit.
-    put_all(&db, &cold[..50], small_value);
-    put_all(&db, &cold[50..100], small_value);
-    put_all(&db, &cold[100..], small_value);
+    put_named(&db, &cold[..50], small_value);
+    put_named(&db, &cold[50..100], small_value);
+    put_named(&db, &cold[100..], small_value);
     let h = db.stats().hot_tier.expect("hot store on");
     assert!(h.migration_rounds >= 1, "{h:?}");
     assert!(h.migrated_objects >= 100, "{h:?}");
@@ -127,7 +95,7 @@ fn cold_objects_migrate_past_80_percent_and_hot_ones_stay() {
         .unwrap();
     db.flush().unwrap();
     db.wait_for_compactions().unwrap();
-    assert_eq!(get(&db, &cold[0]), Some(b"again".to_vec()));
+    assert_eq!(get_named(&db, &cold[0]), Some(b"again".to_vec()));
     assert_eq!(answered_by_store(&db, &cold[..1]), 1);
     db.put(
         &WriteOptions::default(),
@@ -143,8 +111,8 @@ fn cold_objects_migrate_past_80_percent_and_hot_ones_stay() {
     // reads back, and the next round (all weights equal) migrates in key order.
     let db = Db::open(options(&fs)).unwrap();
     assert_all_readable(&db, &hot, &cold, &big, "after reopen");
-    let fresh: Vec<String> = (0..60).map(|i| format!("new{i:03}")).collect();
-    put_all(&db, &fresh, small_value);
+    let fresh = names("new", 60);
+    put_named(&db, &fresh, small_value);
     let h = db.stats().hot_tier.expect("hot store on");
     assert!(h.bytes as f64 <= 0.8 * (64 << 10) as f64, "{h:?}");
     assert_all_readable(&db, &hot, &cold, &big, "after a round on equal weights");

@@ -9,11 +9,12 @@
 
 mod common;
 
-use common::{large_value, small_value, tiny};
-use std::path::{Path, PathBuf};
-use tierkv::{
-    Db, Error, Options, Preset, ReadOptions, TierConfig, TierKind, WalMode, WriteOptions,
+use common::{
+    answered_by_store, get_named, large_value, names, put_named, small_value, tiny,
+    write_two_slab_jobs,
 };
+use std::path::{Path, PathBuf};
+use tierkv::{Db, Error, Options, Preset, TierConfig, TierKind, WalMode, WriteOptions};
 
 /// A fast tier on /dev/shm and a capacity tier on disk, removed at drop.
 struct PmDirs {
@@ -49,32 +50,6 @@ impl PmDirs {
     }
 }
 
-fn get(db: &Db, k: &str) -> Option<Vec<u8>> {
-    db.get(&ReadOptions::default(), k.as_bytes()).unwrap()
-}
-
-fn put_all(db: &Db, keys: &[String], value: fn(&str) -> Vec<u8>) {
-    let w = WriteOptions::default();
-    for k in keys {
-        db.put(&w, k.as_bytes(), &value(k)).unwrap();
-    }
-    db.flush().unwrap();
-    db.wait_for_compactions().unwrap();
-}
-
-fn names(prefix: &str, n: u32) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i:03}")).collect()
-}
-
-/// Reads `keys` once each and returns how many the hot store answered.
-fn answered_by_store(db: &Db, keys: &[String]) -> u64 {
-    let before = db.stats().hot_tier.expect("hot store on").reads_hot;
-    for k in keys {
-        assert!(get(db, k).is_some(), "{k} readable");
-    }
-    db.stats().hot_tier.expect("hot store on").reads_hot - before
-}
-
 #[test]
 fn small_items_live_in_mapped_slabs_and_survive_reopen_in_every_wal_mode() {
     for mode in [WalMode::Group, WalMode::Parallel, WalMode::Append] {
@@ -82,8 +57,8 @@ fn small_items_live_in_mapped_slabs_and_survive_reopen_in_every_wal_mode() {
         let db = Db::open(dirs.options(mode)).unwrap();
         let small = names("small", 40);
         let big = names("big", 3);
-        put_all(&db, &small, small_value);
-        put_all(&db, &big, large_value);
+        put_named(&db, &small, small_value);
+        put_named(&db, &big, large_value);
         let h = db.stats().hot_tier.expect("hot store on");
         assert_eq!(h.objects, 40, "{mode:?}: {h:?}");
         assert_eq!(h.placed_value_log, (3, 3 * (8 << 10)), "{mode:?}: {h:?}");
@@ -93,20 +68,27 @@ fn small_items_live_in_mapped_slabs_and_survive_reopen_in_every_wal_mode() {
             db.put(&w, k.as_bytes(), b"updated in place").unwrap();
         }
         db.flush().unwrap();
-        assert_eq!(get(&db, &small[3]), Some(b"updated in place".to_vec()));
+        assert_eq!(
+            get_named(&db, &small[3]),
+            Some(b"updated in place".to_vec())
+        );
         drop(db);
 
         let slabs = std::fs::read_dir(dirs.fast().join("hot")).unwrap().count();
         assert!(slabs >= 2, "{mode:?}: slab files on the pm tier");
         let db = Db::open(dirs.options(mode)).unwrap();
         for k in &small[..10] {
-            assert_eq!(get(&db, k), Some(b"updated in place".to_vec()), "{mode:?}");
+            assert_eq!(
+                get_named(&db, k),
+                Some(b"updated in place".to_vec()),
+                "{mode:?}"
+            );
         }
         for k in &small[10..] {
-            assert_eq!(get(&db, k), Some(small_value(k)), "{mode:?}: {k}");
+            assert_eq!(get_named(&db, k), Some(small_value(k)), "{mode:?}: {k}");
         }
         for k in &big {
-            assert_eq!(get(&db, k), Some(large_value(k)), "{mode:?}: {k}");
+            assert_eq!(get_named(&db, k), Some(large_value(k)), "{mode:?}: {k}");
         }
         assert_eq!(answered_by_store(&db, &small), 40, "{mode:?}");
     }
@@ -125,7 +107,7 @@ fn unflushed_synced_writes_come_back_from_the_mapped_wal() {
     drop(db);
     let db = Db::open(dirs.options(WalMode::Group)).unwrap();
     for k in &keys {
-        assert_eq!(get(&db, k), Some(small_value(k)), "{k}");
+        assert_eq!(get_named(&db, k), Some(small_value(k)), "{k}");
     }
 }
 
@@ -135,13 +117,13 @@ fn cold_items_migrate_past_80_percent_and_every_value_reads_back() {
     let db = Db::open(dirs.options(WalMode::Group)).unwrap();
     let hot = names("hot", 100);
     let cold = names("cold", 150);
-    put_all(&db, &hot, small_value);
+    put_named(&db, &hot, small_value);
     for _ in 0..20 {
         assert_eq!(answered_by_store(&db, &hot), 100);
     }
-    put_all(&db, &cold[..50], small_value);
-    put_all(&db, &cold[50..100], small_value);
-    put_all(&db, &cold[100..], small_value);
+    put_named(&db, &cold[..50], small_value);
+    put_named(&db, &cold[50..100], small_value);
+    put_named(&db, &cold[100..], small_value);
     let h = db.stats().hot_tier.expect("hot store on");
     assert!(h.migration_rounds >= 1, "{h:?}");
     assert!(h.migrated_objects >= 100, "{h:?}");
@@ -150,7 +132,7 @@ fn cold_items_migrate_past_80_percent_and_every_value_reads_back() {
     drop(db);
     let db = Db::open(dirs.options(WalMode::Group)).unwrap();
     for k in hot.iter().chain(&cold) {
-        assert_eq!(get(&db, k), Some(small_value(k)), "after reopen: {k}");
+        assert_eq!(get_named(&db, k), Some(small_value(k)), "after reopen: {k}");
     }
 }
 
@@ -158,18 +140,7 @@ fn cold_items_migrate_past_80_percent_and_every_value_reads_back() {
 fn a_damaged_slot_in_a_mapped_slab_is_corruption_naming_file_and_offset() {
     let Some(dirs) = PmDirs::new() else { return };
     let db = Db::open(dirs.options(WalMode::Group)).unwrap();
-    for i in 0..10u32 {
-        db.put(
-            &WriteOptions::default(),
-            format!("k{i}").as_bytes(),
-            b"value",
-        )
-        .unwrap();
-    }
-    db.flush().unwrap();
-    db.put(&WriteOptions::default(), b"other", &[9; 250])
-        .unwrap();
-    db.flush().unwrap();
+    write_two_slab_jobs(&db);
     drop(db);
     // Slot 3 of the 100-byte class: flip a bit of its key.
     let slab = dirs.fast().join("hot").join("slab-00-0100.slab");

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
-use tierkv::{Db, DbIterator, ReadOptions, Result};
+use tierkv::{Db, DbIterator, ReadOptions, Result, WriteOptions};
 
 /// What a database should hold, key by key.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -41,6 +41,53 @@ pub fn large_value(key: &str) -> Vec<u8> {
     let mut v = format!("{key}=").into_bytes();
     v.resize(8 << 10, b'#');
     v
+}
+
+/// `n` keys `<prefix>000`, `<prefix>001`, ...
+pub fn names(prefix: &str, n: u32) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:03}")).collect()
+}
+
+/// The value of key `k`, if any.
+pub fn get_named(db: &Db, k: &str) -> Option<Vec<u8>> {
+    db.get(&ReadOptions::default(), k.as_bytes()).unwrap()
+}
+
+/// Puts `value(k)` under each key, then flushes and waits for compactions.
+pub fn put_named(db: &Db, keys: &[String], value: fn(&str) -> Vec<u8>) {
+    let w = WriteOptions::default();
+    for k in keys {
+        db.put(&w, k.as_bytes(), &value(k)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+}
+
+/// Reads `keys` once each (each must exist) and returns how many the hot store answered.
+pub fn answered_by_store(db: &Db, keys: &[String]) -> u64 {
+    let before = db.stats().hot_tier.expect("hot store on").reads_hot;
+    for k in keys {
+        assert!(get_named(db, k).is_some(), "{k} readable");
+    }
+    db.stats().hot_tier.expect("hot store on").reads_hot - before
+}
+
+/// Two flushes into a hot store: `k0`..`k9` (5-byte values, slots 0-9 of the 100-byte class),
+/// then `other` (250 bytes) in a later job of another class, so the store's journal holds only
+/// that job's pages.
+pub fn write_two_slab_jobs(db: &Db) {
+    for i in 0..10u32 {
+        db.put(
+            &WriteOptions::default(),
+            format!("k{i}").as_bytes(),
+            b"value",
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.put(&WriteOptions::default(), b"other", &[9; 250])
+        .unwrap();
+    db.flush().unwrap();
 }
 
 /// Everything the database holds, by a forward scan.

@@ -15,8 +15,9 @@ pub mod wait;
 pub use crash::{crash_now, drop_within, env_u64, Crash, Failures, FsImage, CRASHES, DROP_LIMIT};
 pub(crate) use forward::forward_fs;
 pub use kv::{
-    assert_same_entries, assert_scan_matches, collect_entries, key, key6, large_value,
-    read_entries, scan, show_bytes, show_entry, small_value, value, Entry, Model,
+    answered_by_store, assert_same_entries, assert_scan_matches, collect_entries, get_named, key,
+    key6, large_value, names, put_named, read_entries, scan, show_bytes, show_entry, small_value,
+    value, write_two_slab_jobs, Entry, Model,
 };
 pub use opts::{hot_slab, hot_slab_options, sized, small, tiny, MODES};
 pub use tiers::{TierSetup, CAPACITY, FAST};
