@@ -128,6 +128,10 @@ fn seeds_of_the_newer_formats_decode_to_their_contents() {
         .unwrap();
     assert_eq!((j.log_number, j.lowest, j.pages.len()), (4, 9, 1));
 
+    fs.write_raw(Path::new("/db/hot/PARTITIONS"), &seed("hot_partitions", 0));
+    let parts = inspect::read_hot_partitions(fs.as_ref(), Path::new("/db/hot")).unwrap();
+    assert_eq!(parts, 4);
+
     let (k, v) = inspect::decode_value_record(&seed("vlog_value", 0)[1..]).unwrap();
     assert_eq!((&k[..], &v[..]), (&b"k1"[..], &b"val"[..]));
     let pointer = inspect::decode_split_value(&seed("vlog_value", 1)[1..]).unwrap();

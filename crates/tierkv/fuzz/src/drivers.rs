@@ -44,6 +44,7 @@ pub const TARGETS: &[(&str, Driver)] = &[
     ("wal_zoned", wal_zoned),
     ("hot_slot", hot_slot),
     ("hot_journal", hot_journal),
+    ("hot_partitions", hot_partitions),
     ("vlog_value", vlog_value),
     ("vlog_state", vlog_state),
     ("zonefs_journal", zonefs_journal),
