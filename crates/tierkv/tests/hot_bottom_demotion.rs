@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{hot_slab, MODES};
+use common::{hot_slab, key6, round_value, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
 use tierkv::{CapacityLevels, Db, HotAdmission, Options, ReadOptions, WalMode, WriteOptions};
@@ -23,19 +23,11 @@ fn options(fs: &Arc<FaultFs>, mode: WalMode) -> Options {
         .expect("valid options")
 }
 
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
-
-fn value(i: u32, round: u32) -> Vec<u8> {
-    format!("r{round}-{i}-{}", "v".repeat(80)).into_bytes()
-}
-
 /// Puts keys `range` at `round`, flushing every 250 keys.
 fn load(db: &Db, range: std::ops::Range<u32>, round: u32) {
     let w = WriteOptions::default();
     for i in range {
-        db.put(&w, &key(i), &value(i, round)).unwrap();
+        db.put(&w, &key6(i), &round_value(i, round)).unwrap();
         if i % 250 == 249 {
             db.flush().unwrap();
         }
@@ -89,8 +81,8 @@ fn demotions_of_keys_only_in_the_bottom_run_write_no_l0_table() {
         let db = Db::open(options(&fs, mode)).unwrap();
         for i in 0..5000 {
             let round = u32::from(i < 500);
-            let got = db.get(&ReadOptions::default(), &key(i)).unwrap();
-            assert_eq!(got, Some(value(i, round)), "{mode:?} key {i}");
+            let got = db.get(&ReadOptions::default(), &key6(i)).unwrap();
+            assert_eq!(got, Some(round_value(i, round)), "{mode:?} key {i}");
         }
         let mut it = db.iter(ReadOptions::default()).unwrap();
         it.seek_to_first();
@@ -124,7 +116,7 @@ fn objects_whose_keys_have_a_version_in_l0_are_not_shadowed_by_it() {
     let w = WriteOptions::default();
     let large = vec![b'L'; 5000];
     for i in 0..300 {
-        db.put(&w, &key(i), &large).unwrap();
+        db.put(&w, &key6(i), &large).unwrap();
     }
     db.flush().unwrap();
     load(&db, 0..300, 1);
@@ -135,10 +127,10 @@ fn objects_whose_keys_have_a_version_in_l0_are_not_shadowed_by_it() {
     let check = |db: &Db| {
         for i in 0..9000 {
             let round = u32::from(i < 300);
-            let got = db.get(&ReadOptions::default(), &key(i)).unwrap();
+            let got = db.get(&ReadOptions::default(), &key6(i)).unwrap();
             let length = got.as_ref().map(Vec::len);
             assert!(
-                got == Some(value(i, round)),
+                got == Some(round_value(i, round)),
                 "key {i}: a value of {length:?} bytes"
             );
         }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{hot_slab, MODES};
+use common::{hot_slab, key6, round_value, MODES};
 use std::sync::Arc;
 use tierkv::env::FaultFs;
 use tierkv::{Db, HotAdmission, Options, ReadOptions, WalMode, WriteOptions};
@@ -21,14 +21,6 @@ fn options_with(fs: &Arc<FaultFs>, mode: WalMode, admission: HotAdmission) -> Op
         .hot_admission(admission)
         .build()
         .expect("valid options")
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
-
-fn value(i: u32, round: u32) -> Vec<u8> {
-    format!("r{round}-{i}-{}", "v".repeat(80)).into_bytes()
 }
 
 fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
@@ -51,7 +43,7 @@ fn new_keys_land_in_a_full_store_and_only_demotions_write_the_lsm() {
         let mut placed_before = 0;
         for batch in 0..keys / batch_keys {
             for i in batch * batch_keys..(batch + 1) * batch_keys {
-                db.put(&w, &key(i), &value(i, 0)).unwrap();
+                db.put(&w, &key6(i), &round_value(i, 0)).unwrap();
             }
             db.flush().unwrap();
             let hot = db.stats().hot_tier.unwrap();
@@ -70,7 +62,7 @@ fn new_keys_land_in_a_full_store_and_only_demotions_write_the_lsm() {
         let reads_before = hot.reads_hot;
         let last = (keys - batch_keys..keys).collect::<Vec<_>>();
         for &i in &last {
-            assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "{mode:?}");
+            assert_eq!(get(&db, &key6(i)), Some(round_value(i, 0)), "{mode:?}");
         }
         let hot = db.stats().hot_tier.unwrap();
         assert_eq!(hot.reads_hot - reads_before, last.len() as u64, "{mode:?}");
@@ -80,7 +72,7 @@ fn new_keys_land_in_a_full_store_and_only_demotions_write_the_lsm() {
         // room it can make may fall short (seen only on a loaded machine: 221 of 250).
         let placed_before = db.stats().hot_tier.unwrap().placed_hot.0;
         for i in 0..batch_keys {
-            db.put(&w, &key(i), &value(i, 1)).unwrap();
+            db.put(&w, &key6(i), &round_value(i, 1)).unwrap();
         }
         db.flush().unwrap();
         let placed = db.stats().hot_tier.unwrap().placed_hot.0 - placed_before;
@@ -92,7 +84,11 @@ fn new_keys_land_in_a_full_store_and_only_demotions_write_the_lsm() {
         let db = Db::open(options(&fs, mode)).unwrap();
         for i in 0..keys {
             let round = u32::from(i < batch_keys);
-            assert_eq!(get(&db, &key(i)), Some(value(i, round)), "{mode:?} key {i}");
+            assert_eq!(
+                get(&db, &key6(i)),
+                Some(round_value(i, round)),
+                "{mode:?} key {i}"
+            );
         }
         let mut it = db.iter(ReadOptions::default()).unwrap();
         it.seek_to_first();
@@ -112,7 +108,7 @@ fn deletes_of_keys_outside_the_store_still_shadow_their_lsm_versions() {
     let db = Db::open(options(&fs, WalMode::Group)).unwrap();
     let w = WriteOptions::default();
     for i in 0..4000u32 {
-        db.put(&w, &key(i), &value(i, 0)).unwrap();
+        db.put(&w, &key6(i), &round_value(i, 0)).unwrap();
         if i % 500 == 499 {
             db.flush().unwrap();
         }
@@ -121,11 +117,11 @@ fn deletes_of_keys_outside_the_store_still_shadow_their_lsm_versions() {
     // Some keys were demoted: delete all of them, wherever they live.
     assert!(db.stats().hot_tier.unwrap().demoted_objects > 0);
     for i in 0..4000u32 {
-        db.delete(&w, &key(i)).unwrap();
+        db.delete(&w, &key6(i)).unwrap();
     }
     db.flush().unwrap();
     for i in (0..4000u32).step_by(7) {
-        assert_eq!(get(&db, &key(i)), None, "key {i}");
+        assert_eq!(get(&db, &key6(i)), None, "key {i}");
     }
     drop(db);
     let db = Db::open(options(&fs, WalMode::Group)).unwrap();
@@ -159,7 +155,7 @@ fn writes_are_paced_while_a_demotion_runs_and_all_land() {
                     && (written < 2000 || db.stats().hot_tier.unwrap().paced_writes == 0)
                 {
                     let i = t * 1_000_000 + written;
-                    db.put(&w, &key(i), &value(i, 0)).unwrap();
+                    db.put(&w, &key6(i), &round_value(i, 0)).unwrap();
                     written += 1;
                 }
                 written
@@ -179,7 +175,7 @@ fn writes_are_paced_while_a_demotion_runs_and_all_land() {
     for (t, &n) in written.iter().enumerate() {
         for i in (0..n).step_by(13) {
             let i = t as u32 * 1_000_000 + i;
-            assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "key {i}");
+            assert_eq!(get(&db, &key6(i)), Some(round_value(i, 0)), "key {i}");
         }
     }
 }
@@ -193,7 +189,7 @@ fn when_free_admission_sends_new_keys_of_a_full_store_to_l0() {
     let (keys, batch_keys) = (4000u32, 250u32);
     for batch in 0..keys / batch_keys {
         for i in batch * batch_keys..(batch + 1) * batch_keys {
-            db.put(&w, &key(i), &value(i, 0)).unwrap();
+            db.put(&w, &key6(i), &round_value(i, 0)).unwrap();
         }
         db.flush().unwrap();
         let hot = db.stats().hot_tier.unwrap();
@@ -214,6 +210,6 @@ fn when_free_admission_sends_new_keys_of_a_full_store_to_l0() {
     drop(db);
     let db = open();
     for i in 0..keys {
-        assert_eq!(get(&db, &key(i)), Some(value(i, 0)), "key {i}");
+        assert_eq!(get(&db, &key6(i)), Some(round_value(i, 0)), "key {i}");
     }
 }

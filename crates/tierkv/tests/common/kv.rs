@@ -20,6 +20,11 @@ pub fn key6(i: impl Display) -> Vec<u8> {
     format!("key{i:0>6}").into_bytes()
 }
 
+/// A value of about 90 bytes naming record `i` and its write `round`.
+pub fn round_value(i: u32, round: u32) -> Vec<u8> {
+    format!("r{round}-{i}-{}", "v".repeat(80)).into_bytes()
+}
+
 /// 1000 bytes determined by `i`.
 pub fn value(i: u32) -> Vec<u8> {
     (0..1000u32)

@@ -16,8 +16,8 @@ pub use crash::{crash_now, drop_within, env_u64, Crash, Failures, FsImage, CRASH
 pub(crate) use forward::forward_fs;
 pub use kv::{
     answered_by_store, assert_same_entries, assert_scan_matches, collect_entries, get_named, key,
-    key6, large_value, names, put_named, read_entries, scan, show_bytes, show_entry, small_value,
-    value, write_two_slab_jobs, Entry, Model,
+    key6, large_value, names, put_named, read_entries, round_value, scan, show_bytes, show_entry,
+    small_value, value, write_two_slab_jobs, Entry, Model,
 };
 pub use opts::{hot_slab, hot_slab_options, sized, small, tiny, MODES};
 pub use tiers::{TierSetup, CAPACITY, FAST};
