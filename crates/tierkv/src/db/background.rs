@@ -82,6 +82,9 @@ enum Job {
     ValueGc,
     /// Copies popular objects from the LSM into the hot store; holds the flush slot.
     Promotion,
+    /// Demotes from a hot store past its watermark (`hot::demotion_job`); holds the flush
+    /// slot only while it plans and while it drops the demoted objects from the store.
+    Demotion,
 }
 
 impl Job {
@@ -94,6 +97,7 @@ impl Job {
             Job::Replica(_) => "replica copy",
             Job::ValueGc => "value-log collection",
             Job::Promotion => "hot-store promotion",
+            Job::Demotion => "hot-store demotion",
         }
     }
 
@@ -106,7 +110,7 @@ impl Job {
         match self {
             Job::Flush(_) => db.hot.is_none(),
             Job::Compaction(_) | Job::Migration(_) => true,
-            Job::Replica(_) | Job::ValueGc | Job::Promotion => false,
+            Job::Replica(_) | Job::ValueGc | Job::Promotion | Job::Demotion => false,
         }
     }
 }
@@ -121,6 +125,7 @@ pub(super) fn worker(db: &DbInner) {
             Job::Replica(r) => super::replica::run(db, r),
             Job::ValueGc => db.vlog.as_ref().map_or(Ok(()), |v| db.vlog_gc_round(v)),
             Job::Promotion => super::hot::promote(db),
+            Job::Demotion => super::hot::demotion_job(db, FlushSlot::claimed(db)),
         });
         finish_job(db, &job, result);
     }
@@ -172,8 +177,15 @@ fn next_job(db: &DbInner) -> Option<Job> {
                     set_thread_nice(0);
                     return Some(Job::Flush(mem));
                 }
-                // Hot tier hook: promotions write the store, whose only writer is the flush.
-                if db.hot_promotion_due() {
+                // Hot tier hooks: a demotion past the store's watermark, then promotions
+                // (which write the store, whose only writer is the flush slot's holder).
+                if state.demotion_wanted && !state.demotion_running {
+                    state.demotion_wanted = false;
+                    state.demotion_running = true;
+                    state.flush_running = true;
+                    return Some(Job::Demotion);
+                }
+                if !state.demotion_running && db.hot_promotion_due() {
                     state.flush_running = true;
                     return Some(Job::Promotion);
                 }
@@ -287,6 +299,8 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
                 state.busy_files.remove(&m.file.number);
             }
             Job::Replica(_) => state.replica_running = false,
+            // NB: the job released the flush slot itself (`FlushSlot`).
+            Job::Demotion => state.demotion_running = false,
             Job::ValueGc => {
                 state.compactions_running -= 1;
                 if let Some(v) = &db.vlog {
@@ -308,6 +322,38 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
     release_free_heap();
     db.bg_cv.notify_all();
     db.progress_cv.notify_all();
+}
+
+/// The flush slot (`State::flush_running`: the hot store's one writer and the flush's turn)
+/// held by a job that gives it up while it works and takes it back: released when dropped,
+/// on an error or a panic too.
+pub(super) struct FlushSlot<'a> {
+    db: &'a DbInner,
+}
+
+impl<'a> FlushSlot<'a> {
+    /// The slot `next_job` took for the job about to run.
+    fn claimed(db: &'a DbInner) -> FlushSlot<'a> {
+        FlushSlot { db }
+    }
+
+    /// Waits until no flush or promotion holds the slot, then takes it.
+    pub(super) fn acquire(db: &'a DbInner) -> FlushSlot<'a> {
+        let mut state = db.state.lock();
+        while state.flush_running {
+            db.progress_cv.wait(&mut state);
+        }
+        state.flush_running = true;
+        FlushSlot { db }
+    }
+}
+
+impl Drop for FlushSlot<'_> {
+    fn drop(&mut self) {
+        self.db.state.lock().flush_running = false;
+        self.db.bg_cv.notify_all();
+        self.db.progress_cv.notify_all();
+    }
 }
 
 /// Hands heap memory freed by finished jobs back to the OS: glibc only, and at most once per
@@ -757,7 +803,11 @@ pub(super) fn wait_idle(db: &DbInner) -> Result<()> {
         if let Some(e) = &state.bg_error {
             return Err(e.duplicate());
         }
-        let busy = !state.imm.is_empty() || state.flush_running || state.compactions_running > 0;
+        let busy = !state.imm.is_empty()
+            || state.flush_running
+            || state.compactions_running > 0
+            || state.demotion_wanted
+            || state.demotion_running;
         let needed =
             || compaction::pick(&db.versions.current(), &db.opts, &state.busy_files).is_some();
         if db.opts.read_only || state.shutting_down || (!busy && !needed()) {

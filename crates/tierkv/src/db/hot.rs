@@ -11,14 +11,16 @@
 //!   (A reader cannot simply take the current version: a compaction since its view may have
 //!   dropped versions its sequence still sees.)
 //! - A flush writes the hot part (synced) before its MANIFEST edit, and frees what it
-//!   superseded after; a demotion runs in the flush job, so the store has one writer. A
-//!   flush makes room first (a demotion, installed before the flush writes anything), so
-//!   every object that fits a slot enters the store and the capacity tier is reached only
-//!   by demotions and by values too large for a slot.
+//!   superseded after. The store has one writer, the holder of the flush slot: a flush, a
+//!   promotion, or a demotion while it plans and drops its objects ([`demotion_job`], which
+//!   lets the slot go while it writes its tables). Under `make-room` a flush makes room
+//!   first (a demotion, installed before the flush writes anything), so every object that
+//!   fits a slot enters the store and the capacity tier is reached only by demotions and by
+//!   values too large for a slot.
 //! - A promotion runs in the flush job too, or in its own job that holds the flush slot: it
 //!   copies a candidate only if that is still its key's newest version (`promote_candidates`).
 
-use super::background::build_tables;
+use super::background::{build_tables, FlushSlot};
 use super::read::ReadView;
 use super::DbInner;
 use crate::compaction::EntryFilter;
@@ -72,6 +74,14 @@ impl DbInner {
         }
         hot.part_for(user_key).tracker.touch(user_key);
         Ok(HotAnswer::Lsm)
+    }
+
+    /// Whether the hot store's demotions past its watermark run as their own job
+    /// ([`demotion_job`]), so flushes go on meanwhile: under `hot_admission = "when-free"`,
+    /// where a flush never needs room made first. Under `make-room` a flush may demote, so
+    /// demotions stay in the flush job.
+    pub(super) fn hot_demotes_in_background(&self) -> bool {
+        self.hot.is_some() && self.opts.hot_tier.admission == HotAdmission::WhenFree
     }
 
     /// Whether the hot store runs a demotion past its high watermark (writes are paced).
@@ -219,6 +229,19 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     };
     // NB: every partition commits first: the flush's superseded versions are all freeable.
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
+    if db.hot_demotes_in_background() {
+        let mut state = db.state.lock();
+        state.demotion_wanted |= hot.parts().iter().any(|p| p.over_budget());
+        if state.demotion_running {
+            // Its objects are planned: a promotion's room-making demotion could take them again.
+            return Ok(());
+        }
+        drop(state);
+        for part in hot.parts() {
+            promote_candidates(db, hot, part)?;
+        }
+        return Ok(());
+    }
     for part in hot.parts() {
         promote_candidates(db, hot, part)?;
     }
@@ -229,6 +252,54 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
             break;
         };
         demote_aligned(db, hot, leader)?;
+    }
+    Ok(())
+}
+
+/// The background demotion job ([`DbInner::hot_demotes_in_background`]), started holding
+/// the flush slot (`slot`) after a flush left a partition past its watermark: relieves each
+/// such partition in turn, like [`after_flush`] does inline, but lets the slot go while the
+/// demotion writes its tables, so flushes (and the writers waiting on them) go on.
+///
+/// A round plans under the slot (`plan_aligned`: the victims' slots are read then), writes
+/// and installs the tables without it, and takes it back to drop the victims from the store
+/// (`HotStore::finish_demotion`). What can change in between, and why it is safe:
+/// - A flush writes only newer versions than every planned one (it flushes a later
+///   memtable), to the store or to L0. A victim superseded meanwhile is kept: the drop
+///   checks that the key's only version is still the planned one. The demotion's tables
+///   hold older versions, below any such L0 table (L0 is ordered by largest sequence), and
+///   a bottom-run merge only needs no *older* version above the run (`hot_bottom`).
+/// - Between the install and the drop, a planned object is both in the store and in a
+///   table, the same internal key and value, as after a crash there: the store answers
+///   reads first, and iterators read the two as one.
+/// - Nothing else demotes meanwhile: this job is the only one, and promotions (whose room
+///   is made by a demotion) wait for it.
+pub(super) fn demotion_job(db: &DbInner, slot: FlushSlot<'_>) -> Result<()> {
+    let Some(hot) = &db.hot else {
+        return Ok(());
+    };
+    let parts = hot.parts();
+    parts.iter().for_each(|p| p.set_demoting(true));
+    let done = demote_in_background(db, parts, slot);
+    parts.iter().for_each(|p| p.set_demoting(false));
+    done
+}
+
+/// [`demotion_job`]'s rounds, while writes are paced: at most one per partition.
+fn demote_in_background(db: &DbInner, parts: &[Arc<HotStore>], slot: FlushSlot<'_>) -> Result<()> {
+    let mut slot = slot;
+    for _ in 0..parts.len() {
+        let Some(leader) = parts.iter().position(|p| p.over_budget()) else {
+            break;
+        };
+        let started = Instant::now();
+        let Some(plans) = plan_aligned(db, parts, leader)? else {
+            break;
+        };
+        drop(slot);
+        write_demotion(db, &plans)?;
+        slot = FlushSlot::acquire(db);
+        finish_demotions(db, plans, Clears::Now, started)?;
     }
     Ok(())
 }
@@ -344,8 +415,22 @@ fn demote_aligned(db: &DbInner, hot: &HotPartitions, leader: usize) -> Result<()
 /// [`demote_aligned`]'s work, while writes are paced.
 fn demote_aligned_paced(db: &DbInner, parts: &[Arc<HotStore>], leader: usize) -> Result<()> {
     let started = Instant::now();
-    let Some(lead) = parts[leader].plan_demotion(&capacity_bounds(db), 0)? else {
+    let Some(plans) = plan_aligned(db, parts, leader)? else {
         return Ok(());
+    };
+    install_demotions(db, plans, Clears::Now, started)
+}
+
+/// Plans an aligned demotion (see [`demote_aligned`]): the leader's MSC choice, then every
+/// other partition's unpinned objects in the same ranges. `None` if the leader has nothing
+/// to give. The caller holds the flush slot.
+fn plan_aligned<'p>(
+    db: &DbInner,
+    parts: &'p [Arc<HotStore>],
+    leader: usize,
+) -> Result<Option<Vec<(&'p HotStore, Demotion)>>> {
+    let Some(lead) = parts[leader].plan_demotion(&capacity_bounds(db), 0)? else {
+        return Ok(None);
     };
     let ranges = lead.ranges.clone();
     let mut plans = vec![(&*parts[leader], lead)];
@@ -357,7 +442,7 @@ fn demote_aligned_paced(db: &DbInner, parts: &[Arc<HotStore>], leader: usize) ->
             plans.push((part, plan));
         }
     }
-    install_demotions(db, plans, Clears::Now, started)
+    Ok(Some(plans))
 }
 
 /// The key ranges MSC's candidates follow: the deepest level's tables (the capacity tier's
@@ -376,15 +461,22 @@ fn capacity_bounds(db: &DbInner) -> Vec<(Vec<u8>, u64)> {
 }
 
 /// Writes the planned demotions' objects (of one or more partitions, keys disjoint) as one
-/// demotion: merged into the bottom run where their keys have no version above it, the rest
-/// into L0; installs that, then drops the objects from their stores. The first plan's store
-/// counts the work.
+/// demotion and installs it ([`write_demotion`]), then drops the objects from their stores
+/// ([`finish_demotions`]).
 fn install_demotions(
     db: &DbInner,
     plans: Vec<(&HotStore, Demotion)>,
     clears: Clears,
     started: Instant,
 ) -> Result<()> {
+    write_demotion(db, &plans)?;
+    finish_demotions(db, plans, clears, started)
+}
+
+/// Writes the planned demotions' objects, merged into the bottom run where their keys have
+/// no version above it and the rest into L0, and installs that. The first plan's store
+/// counts the work. Needs no flush slot: the store is only read (the plans hold copies).
+fn write_demotion(db: &DbInner, plans: &[(&HotStore, Demotion)]) -> Result<()> {
     let mut entries: Entries = plans.iter().flat_map(|(_, p)| p.entries.clone()).collect();
     if plans.len() > 1 {
         crate::hot::partitioned::sort_entries(&mut entries);
@@ -415,12 +507,25 @@ fn install_demotions(
         db.versions.log_and_apply(edit)?;
     }
     db.clear_pending(files.iter().map(|o| o.meta.number));
-    drop(files);
+    Ok(())
+}
+
+/// Drops installed demotions' objects from their stores (those still at the planned
+/// version) and counts the demotion's time since `started` against the first plan's store.
+/// The caller holds the flush slot.
+fn finish_demotions(
+    db: &DbInner,
+    plans: Vec<(&HotStore, Demotion)>,
+    clears: Clears,
+    started: Instant,
+) -> Result<()> {
+    let first: &HotStore = plans[0].0;
     for (hot, plan) in plans {
         hot.finish_demotion(plan, db.versions.log_number(), clears)?;
     }
     let micros = started.elapsed().as_micros() as u64;
-    counters
+    first
+        .counters
         .demotion_micros
         .fetch_add(micros, Ordering::Relaxed);
     Ok(())

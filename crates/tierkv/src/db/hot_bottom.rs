@@ -13,9 +13,10 @@
 //! that level is L0, since an L0 compaction takes every L0 table and its outputs may span
 //! gaps), are marked busy before the merge starts, or the objects go to L0 if any is busy
 //! already. A compaction into the bottom level must take a busy table to reach the range (its
-//! inputs' ranges form one interval through its single upper input), so none is picked. New
-//! versions of the merged keys come only from flushes, which wait: a demotion runs in the
-//! flush job.
+//! inputs' ranges form one interval through its single upper input), so none is picked.
+//! Flushes may run meanwhile (`db::hot::demotion_job`), but they write only versions newer
+//! than every demoted one, which belong above the run: no older version of a merged key can
+//! appear above it.
 
 use super::background::build_tables;
 use super::DbInner;

@@ -77,6 +77,11 @@ pub(crate) struct State {
     migration: crate::placement::auto::MigrationHint,
     /// A replica is being copied (`replica`: one at a time).
     replica_running: bool,
+    /// A flush left the hot store past its watermark: a demotion job should run
+    /// (`hot::demotion_job`; set only when demotions run in the background).
+    demotion_wanted: bool,
+    /// A background demotion job runs (one at a time; promotions wait for it).
+    demotion_running: bool,
 }
 
 pub(crate) struct DbInner {
@@ -197,7 +202,9 @@ impl Db {
         let workers = if inner.opts.read_only {
             0
         } else {
+            // A background demotion gets its own worker, so a flush never waits for it.
             inner.opts.compaction.background_threads
+                + usize::from(inner.hot_demotes_in_background())
         };
         let threads = (0..workers)
             .map(|i| {

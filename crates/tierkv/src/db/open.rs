@@ -142,6 +142,8 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
             pending_outputs: HashSet::new(),
             migration: crate::placement::auto::MigrationHint::None,
             replica_running: false,
+            demotion_wanted: false,
+            demotion_running: false,
         }),
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),

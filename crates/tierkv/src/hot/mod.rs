@@ -1100,7 +1100,8 @@ impl HotStore {
         {
             let mut index = self.index.write();
             for (k, seq, loc) in victims {
-                // NB: the job is the store's only writer, so the version is still the newest.
+                // NB: a flush since the plan may have written a newer version (a demotion in
+                // the background lets flushes run while it writes its tables): kept.
                 let same = index
                     .map
                     .get(&k)
