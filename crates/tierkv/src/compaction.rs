@@ -1,7 +1,8 @@
 //! Leveled compaction policy: pure functions over a [`Version`] that choose what to compact, and
 //! the rule deciding which entries survive a merge.
 //!
-//! Scores: L0 is `files / l0_compaction_trigger`; Ln (n >= 1) is `bytes / target(n)` where
+//! Scores: L0 is `files / l0_compaction_trigger` (into a last sorted run, see [`l0_score`]);
+//! Ln (n >= 1) is `bytes / target(n)` where
 //! `target(1) = max_bytes_for_level_base` and each deeper level is `level_size_multiplier` times
 //! larger. The level with the highest score >= 1 is compacted into the next one. In Ln the input
 //! file is the one whose overlap with Ln+1 is smallest relative to its size (least rewriting).
@@ -49,12 +50,34 @@ pub fn level_scores(version: &Version, opts: &Options) -> Vec<f64> {
     (0..bottom)
         .map(|level| {
             if level == 0 {
-                version.levels[0].len() as f64 / opts.compaction.l0_compaction_trigger as f64
+                l0_score(version, opts, bottom)
             } else {
                 version.level_bytes(level) as f64 / opts.level_target_bytes(level) as f64
             }
         })
         .collect()
+}
+
+/// L0's score: its file count over `l0_compaction_trigger`, unless L0 merges straight into
+/// the last sorted run (`bottom` is L1, holding data). Such a merge rewrites every run table
+/// its inputs overlap, which is nearly all of them (L0's tables span the key space), however
+/// little L0 holds: with a hot store L0's tables are a flush's leftovers and a demotion's
+/// objects, a few MiB each, and four of them rewrote a 200 MiB run for 7 MiB of input. So
+/// L0 there also waits until it holds `1 / level_size_multiplier` of the run's bytes (a
+/// rewrite of at most about `level_size_multiplier` bytes per byte it takes in, as between
+/// two levels), or until its file count reaches three quarters of `l0_slowdown_trigger`,
+/// which bounds the tables a read may check before writes would slow down.
+fn l0_score(version: &Version, opts: &Options, bottom: usize) -> f64 {
+    let c = &opts.compaction;
+    let files = version.levels[0].len() as f64;
+    let by_count = files / c.l0_compaction_trigger as f64;
+    let run = if bottom == 1 { version.level_bytes(1) } else { 0 };
+    if run == 0 {
+        return by_count;
+    }
+    let by_share = version.level_bytes(0) as f64 * c.level_size_multiplier as f64 / run as f64;
+    let ceiling = (c.l0_slowdown_trigger * 3 / 4).max(c.l0_compaction_trigger);
+    by_count.min(by_share).max(files / ceiling as f64)
 }
 
 /// Chooses the most urgent compaction whose files are not `busy`, if any level needs one.
@@ -208,6 +231,36 @@ mod tests {
         opts.compaction.l0_compaction_trigger = 2;
         opts.compaction.max_bytes_for_level_base = 1000;
         opts
+    }
+
+    /// `l0` files of `l0_size` bytes each over one L1 table of `run` bytes, L1 the last
+    /// sorted run (`capacity_levels = 1`, no level on the fast tier); whether L0 is picked,
+    /// with the default triggers.
+    fn l0_into_one_run_picked(l0: u64, l0_size: u64, run: u64) -> bool {
+        let mut opts = Options::default();
+        opts.placement.capacity_levels = crate::options::CapacityLevels::Fixed(1);
+        opts.placement.levels_on_fast = 0;
+        let mut files = vec![(1, meta(1000, b"a", b"z", run, 1))];
+        files.extend((0..l0).map(|i| (0, meta(i + 1, b"a", b"z", l0_size, 10 + i))));
+        let v = Version::empty(4).apply(&[], &files).unwrap();
+        assert_eq!(crate::placement::runs::bottom_level(&v, &opts), 1);
+        pick(&v, &opts, &HashSet::new()).is_some_and(|t| t.level == 0)
+    }
+
+    #[test]
+    fn l0_waits_for_a_share_of_the_last_run_or_three_quarters_of_the_slowdown_trigger() {
+        let run = 100_000;
+        // Four files (the trigger) of 1% of the run: not yet.
+        assert!(!l0_into_one_run_picked(4, 1_000, run));
+        // A tenth of the run (1 / level_size_multiplier) in four files: merged.
+        assert!(l0_into_one_run_picked(4, 2_500, run));
+        // Never before the file-count trigger, however large.
+        assert!(!l0_into_one_run_picked(3, 50_000, run));
+        // Fifteen small files (3/4 of the slowdown trigger of 20): merged anyway.
+        assert!(!l0_into_one_run_picked(14, 10, run));
+        assert!(l0_into_one_run_picked(15, 10, run));
+        // An empty run: the file count alone, as between any two levels.
+        assert!(l0_into_one_run_picked(4, 10, 0));
     }
 
     #[test]
