@@ -71,7 +71,11 @@ fn l0_score(version: &Version, opts: &Options, bottom: usize) -> f64 {
     let c = &opts.compaction;
     let files = version.levels[0].len() as f64;
     let by_count = files / c.l0_compaction_trigger as f64;
-    let run = if bottom == 1 { version.level_bytes(1) } else { 0 };
+    let run = if bottom == 1 {
+        version.level_bytes(1)
+    } else {
+        0
+    };
     if run == 0 {
         return by_count;
     }
