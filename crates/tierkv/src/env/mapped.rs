@@ -1,11 +1,16 @@
 //! [`MappedFs`]: the [`Fs`] seam over memory-mapped files, for a tier of kind `pm` (a DAX or
 //! tmpfs mount; `docs/pm-tier.md`).
 //!
-//! Every file's bytes are read and written through a shared mapping (`memmap2`), so a write is
-//! a `memcpy` into the page cache (tmpfs) or straight into persistent memory (DAX) and a sync
-//! is `msync` of the range written since the last one:
+//! Every file's bytes are written (and, but for the WAL's, read) through a shared mapping
+//! (`memmap2`), so a write is a `memcpy` into the page cache (tmpfs) or straight into
+//! persistent memory (DAX) and a sync is `msync` of the range written since the last one:
 //! - `append` grows the file with `ftruncate` to its exact new length (so a reader or a crash
-//!   never sees a padded tail), maps ahead in growing steps, and copies the bytes in.
+//!   never sees a padded tail), maps ahead in growing steps, and copies the bytes in. Files
+//!   named by [`MappedFs::with_length_ahead`] (the WAL) instead grow their length a step of
+//!   zeros at a time and are cut back to their bytes at close: their appends make no system
+//!   call, and a crash leaves a zero tail that their reader takes for the end.
+//! - A sync (`sync`, a durable `write_at`) is `msync` of the range written, skipped on tmpfs
+//!   and ramfs, where it has nothing to write back.
 //! - `open_positional` extends the file to its length (allocated, then `ftruncate`: it reads
 //!   as zeros, and on tmpfs or DAX no block map changes later) and maps it whole; `write_at`
 //!   is a copy, durable with `msync` of the written range.
@@ -18,7 +23,8 @@
 //! cache lines of the range); on tmpfs a synced byte survives a process crash, never a power
 //! loss or a reboot. The mapping belongs to the file, not to the handle: a file another handle
 //! shrinks while it is mapped would fault the reader, and the engine never shrinks a file it
-//! reads (files are created, appended, renamed and removed, positional files only grow).
+//! maps for reading (files are created, appended, renamed and removed, positional files only
+//! grow; a WAL cut back at close is read with `pread`).
 
 use super::posix::file_len;
 use super::{FileLock, Fs, PositionalFile, PosixFs, RandomAccessFile, WritableFile};
@@ -482,6 +488,8 @@ struct MappedPositional {
     base: *mut u8,
     path: PathBuf,
     size: u64,
+    /// On tmpfs or ramfs: `msync` is skipped (see [`is_volatile`]).
+    volatile: bool,
 }
 
 // SAFETY: the mapping is owned by the value and lives as long as it; concurrent writers write
@@ -523,6 +531,7 @@ impl MappedPositional {
             base,
             path: path.to_path_buf(),
             size,
+            volatile: is_volatile(&file),
         })
     }
 
@@ -536,7 +545,7 @@ impl MappedPositional {
 
     /// `msync` of `len` bytes at `offset`, widened to whole pages as msync(2) wants.
     fn flush_range(&self, offset: u64, len: usize) -> Result<()> {
-        if len == 0 || self.base.is_null() {
+        if len == 0 || self.base.is_null() || self.volatile {
             return Ok(());
         }
         let page = page_size();
