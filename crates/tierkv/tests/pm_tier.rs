@@ -223,7 +223,9 @@ fn pm_tier_kind_from_toml() {
 }
 
 /// Set in the child process of [`a_killed_process_loses_no_synced_write_on_a_pm_wal`]: the
-/// fast tier's path, the capacity tier's path and the recovery mode's name, `|`-separated.
+/// fast tier's path, the capacity tier's path and the case (`default`, `absolute`: every put
+/// synced, in that recovery mode; `mixed`: every 100th of the first 400 puts synced, the rest
+/// only handed to the OS, which a process crash must not lose either), `|`-separated.
 const CRASH_CHILD: &str = "TIERKV_PM_CRASH_CHILD";
 
 /// Keys the child writes, each with a synced put: several 64 KiB memtables' worth, so that
@@ -237,15 +239,23 @@ fn recovery_by_name(name: &str) -> Option<RecoveryMode> {
     }
 }
 
-/// The child's part: synced puts, then death without a close (`abort`, as `kill -9`).
+/// The child's part: puts, then death without a close (`abort`, as `kill -9`). In the
+/// `mixed` case most puts are not synced, so memtable switches seal WALs unsynced: the
+/// early ones a synced put syncs and closes before its own WAL vouches for them, the late
+/// ones are still open when the process dies.
 fn write_then_abort(spec: &str) -> ! {
     let parts: Vec<&str> = spec.split('|').collect();
     let (fast, capacity) = (Path::new(parts[0]), Path::new(parts[1]));
     let opts = pm_options(fast, capacity, WalMode::Group, recovery_by_name(parts[2]));
     let db = Db::open(opts).unwrap();
-    for k in &names("crash", CRASH_KEYS) {
-        db.put(&WriteOptions::sync(), k.as_bytes(), &small_value(k))
-            .unwrap();
+    for (i, k) in names("crash", CRASH_KEYS).iter().enumerate() {
+        let synced = parts[2] != "mixed" || (i < 400 && i % 100 == 99);
+        let w = if synced {
+            WriteOptions::sync()
+        } else {
+            WriteOptions::default()
+        };
+        db.put(&w, k.as_bytes(), &small_value(k)).unwrap();
     }
     std::process::abort();
 }
@@ -270,7 +280,7 @@ fn a_killed_process_loses_no_synced_write_on_a_pm_wal() {
     if let Ok(spec) = std::env::var(CRASH_CHILD) {
         write_then_abort(&spec);
     }
-    for recovery in ["default", "absolute"] {
+    for recovery in ["default", "absolute", "mixed"] {
         let Some(dirs) = PmDirs::new() else { return };
         let capacity = dirs.capacity.path().join("db");
         let spec = format!(

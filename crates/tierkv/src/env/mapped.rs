@@ -260,6 +260,9 @@ struct MappedAppend {
     policy: LengthPolicy,
     /// The file lives on tmpfs or ramfs, where `msync` has nothing to write back.
     volatile: bool,
+    /// The length was cut back by `seal` and the cut is not durable yet (on a persistent
+    /// mount): the next `sync` or `close` makes it so.
+    cut_unsynced: bool,
 }
 
 impl MappedAppend {
@@ -275,6 +278,7 @@ impl MappedAppend {
             allocated: size,
             policy,
             volatile,
+            cut_unsynced: false,
         }
     }
 
@@ -359,6 +363,27 @@ impl MappedAppend {
         Ok(())
     }
 
+    /// Cuts a length that ran ahead back to the bytes; a store past them would fault now.
+    fn cut_back(&mut self) -> Result<()> {
+        if self.len > self.size {
+            let size = self.size;
+            self.set_len(size)?;
+            self.cut_unsynced = !self.volatile;
+        }
+        Ok(())
+    }
+
+    /// Makes a cut length durable (`fdatasync`) where it is not yet.
+    fn sync_cut(&mut self) -> Result<()> {
+        if self.cut_unsynced {
+            self.file
+                .sync_data()
+                .map_err(|e| Error::io("fdatasync", &self.path, e))?;
+            self.cut_unsynced = false;
+        }
+        Ok(())
+    }
+
     fn set_len(&mut self, len: u64) -> Result<()> {
         self.file
             .set_len(len)
@@ -429,6 +454,7 @@ impl WritableFile for MappedAppend {
             let from = self.synced.min(self.size);
             flush(map, from, (self.size - from) as usize, &self.path)?;
         }
+        self.sync_cut()?;
         self.synced = self.size;
         Ok(())
     }
@@ -437,21 +463,19 @@ impl WritableFile for MappedAppend {
         self.size
     }
 
+    fn seal(&mut self) -> Result<()> {
+        // NB: no append follows, so no store reaches past the cut; `sync` still flushes
+        // through the mapping, inside the file.
+        self.cut_back()
+    }
+
     fn close(mut self: Box<Self>) -> Result<()> {
         // Unmapping writes nothing back by itself: like a close(2), durability is `sync`'s.
         // A length that ran ahead is cut back to the bytes, durably on a persistent mount,
         // so a closed file is the same byte for byte on every kind of tier.
-        if self.len > self.size {
-            self.map = None;
-            let size = self.size;
-            self.set_len(size)?;
-            if !self.volatile {
-                self.file
-                    .sync_data()
-                    .map_err(|e| Error::io("fdatasync", &self.path, e))?;
-            }
-        }
-        Ok(())
+        self.map = None;
+        self.cut_back()?;
+        self.sync_cut()
     }
 }
 
@@ -760,6 +784,25 @@ mod tests {
             "close cuts the length back to the bytes"
         );
         assert_eq!(read_all(&fs, &path).len() as u64, size);
+    }
+
+    /// A sealed file (no more appends, synced later) is cut back to its bytes at once, its
+    /// sync still reaches them, and an append after all grows it again.
+    #[test]
+    fn a_sealed_file_ends_at_its_bytes_and_still_syncs() {
+        let dir = scratch();
+        let fs = ahead();
+        let path = dir.path().join("000010.log");
+        let mut f = fs.create(&path).unwrap();
+        f.append(&[3u8; 5000]).unwrap();
+        assert_eq!(disk_len(&path), LENGTH_STEP);
+        f.seal().unwrap();
+        assert_eq!(disk_len(&path), 5000, "sealed: exact");
+        f.sync().unwrap();
+        f.append(b"late").unwrap();
+        assert_eq!(disk_len(&path), LENGTH_STEP, "grows again");
+        f.close().unwrap();
+        assert_eq!(read_all(&fs, &path).len(), 5004);
     }
 
     /// A process that stops after a sync leaves the synced records followed by zeros, and the
