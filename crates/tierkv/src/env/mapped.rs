@@ -7,8 +7,8 @@
 //! - `append` grows the file with `ftruncate` to its exact new length (so a reader or a crash
 //!   never sees a padded tail), maps ahead in growing steps, and copies the bytes in. Files
 //!   named by [`MappedFs::with_length_ahead`] (the WAL) instead grow their length a step of
-//!   zeros at a time and are cut back to their bytes at close: their appends make no system
-//!   call, and a crash leaves a zero tail that their reader takes for the end.
+//!   zeros at a time and are cut back to their bytes when sealed or closed: their appends make
+//!   no system call, and a crash leaves a zero tail that their reader takes for the end.
 //! - A sync (`sync`, a durable `write_at`) is `msync` of the range written, skipped on tmpfs
 //!   and ramfs, where it has nothing to write back.
 //! - `open_positional` extends the file to its length (allocated, then `ftruncate`: it reads
@@ -62,10 +62,10 @@ impl MappedFs {
     }
 
     /// The same, except that a file created at a path `runs_ahead` accepts has a length that
-    /// runs ahead of its bytes in steps of zeros, cut back at `close`: its appends then make no
-    /// system call. Only for files whose readers take a zero tail for the end of the file
-    /// (the WAL: `docs/pm-tier.md`). Such a file is read with `pread(2)`, which its shrinking
-    /// at `close` cannot fault.
+    /// runs ahead of its bytes in steps of zeros, cut back at `seal` or `close`: its appends
+    /// then make no system call. Only for files whose readers take a zero tail for the end of the file
+    /// (the WAL: `docs/pm-tier.md`). Such a file is read with `pread(2)`, which its cut cannot
+    /// fault.
     pub fn with_length_ahead(runs_ahead: fn(&Path) -> bool) -> Self {
         MappedFs {
             length_ahead: Some(runs_ahead),
@@ -239,7 +239,7 @@ enum LengthPolicy {
     /// never sees a padded tail. One `ftruncate` per append.
     Exact,
     /// The length runs ahead of the bytes in [`LENGTH_STEP`] steps of zeros, and is cut back
-    /// to the bytes at `close`. After a crash the file ends in up to a step of zeros; only
+    /// to the bytes at `seal` and `close`. After a crash the file ends in up to a step of zeros; only
     /// files whose readers end at a zero tail get this policy ([`MappedFs::with_length_ahead`]).
     Ahead,
 }
@@ -317,12 +317,11 @@ impl MappedAppend {
         if end > self.allocated {
             let step = end.next_multiple_of(ALLOCATE_STEP);
             // NB: a mount too full for the step may still hold the bytes themselves.
-            let keep = true;
             let to = match allocate(
                 &self.file,
                 self.allocated,
                 step - self.allocated,
-                keep,
+                true,
                 &self.path,
             ) {
                 Ok(()) => step,
@@ -331,7 +330,7 @@ impl MappedAppend {
                         &self.file,
                         self.allocated,
                         end - self.allocated,
-                        keep,
+                        true,
                         &self.path,
                     )?;
                     end
