@@ -463,8 +463,8 @@ impl WritableFile for MappedAppend {
     }
 
     fn seal(&mut self) -> Result<()> {
-        // NB: no append follows, so no store reaches past the cut; `sync` still flushes
-        // through the mapping, inside the file.
+        // NB: the mapping stays for `sync`, whose range is inside the file; an append after
+        // all would grow the length again before its store.
         self.cut_back()
     }
 
