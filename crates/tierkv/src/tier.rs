@@ -687,6 +687,10 @@ impl WritableFile for CountingFile {
             .map_err(|e| out_of_space(e, &self.tier))
     }
 
+    fn seal(&mut self) -> Result<()> {
+        self.inner.seal()
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.inner.close()
     }

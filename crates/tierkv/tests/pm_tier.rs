@@ -3,7 +3,9 @@
 //! fast area (the hot store's slabs) then updates small items in place as memory stores; the
 //! hot store's main behaviours hold there: objects in slabs survive a reopen, migration past
 //! 80% keeps every value readable, a damaged slot names its file and offset. A pm tier on a
-//! directory that is not tmpfs or a DAX mount is refused naming the option.
+//! directory that is not tmpfs or a DAX mount is refused naming the option. A process killed
+//! after synced writes loses none of them: the WAL's length runs ahead of its records in
+//! zeros, which recovery takes for the log's end (exact lengths under `absolute-consistency`).
 //!
 //! Where `/dev/shm` is missing the tests that need it return early.
 
@@ -14,7 +16,9 @@ use common::{
     write_two_slab_jobs,
 };
 use std::path::{Path, PathBuf};
-use tierkv::{Db, Error, Options, Preset, TierConfig, TierKind, WalMode, WriteOptions};
+use tierkv::{
+    Db, Error, Options, Preset, RecoveryMode, TierConfig, TierKind, WalMode, WriteOptions,
+};
 
 /// A fast tier on /dev/shm and a capacity tier on disk, removed at drop.
 struct PmDirs {
@@ -39,15 +43,28 @@ impl PmDirs {
 
     /// The `splitkv` preset on tiny tables, a 64 KiB hot store on the pm tier.
     fn options(&self, mode: WalMode) -> Options {
-        tiny()
-            .tier(TierConfig::new("fast", self.fast()).with_kind(TierKind::Pm))
-            .tier(TierConfig::new("capacity", self.capacity.path().join("db")))
-            .preset(Preset::SplitKv)
-            .hot_budget(64 << 10)
-            .wal(mode)
-            .build()
-            .expect("valid options")
+        pm_options(&self.fast(), &self.capacity.path().join("db"), mode, None)
     }
+}
+
+/// The options of [`PmDirs::options`] for the tiers at `fast` and `capacity`, and a WAL
+/// recovery mode where one is given.
+fn pm_options(
+    fast: &Path,
+    capacity: &Path,
+    mode: WalMode,
+    recovery: Option<RecoveryMode>,
+) -> Options {
+    let mut builder = tiny()
+        .tier(TierConfig::new("fast", fast).with_kind(TierKind::Pm))
+        .tier(TierConfig::new("capacity", capacity))
+        .preset(Preset::SplitKv)
+        .hot_budget(64 << 10)
+        .wal(mode);
+    if let Some(recovery) = recovery {
+        builder = builder.wal_recovery_mode(recovery);
+    }
+    builder.build().expect("valid options")
 }
 
 #[test]
@@ -203,4 +220,119 @@ fn pm_tier_kind_from_toml() {
     assert_eq!(opts.tiers[1].kind, TierKind::Block);
     let bad = text.replace("kind = \"pm\"", "kind = \"optane\"");
     assert!(Options::from_toml_str(&bad).is_err());
+}
+
+/// Set in the child process of [`a_killed_process_loses_no_synced_write_on_a_pm_wal`]: the
+/// fast tier's path, the capacity tier's path and the case (`default`, `absolute`: every put
+/// synced, in that recovery mode; `mixed`: every 100th of the first 400 puts synced, the rest
+/// only handed to the OS, which a process crash must not lose either), `|`-separated.
+const CRASH_CHILD: &str = "TIERKV_PM_CRASH_CHILD";
+
+/// Keys the child writes, each with a synced put: several 64 KiB memtables' worth, so that
+/// sealed WALs and the active one are all on the pm tier when it dies.
+const CRASH_KEYS: u32 = 900;
+
+fn recovery_by_name(name: &str) -> Option<RecoveryMode> {
+    match name {
+        "absolute" => Some(RecoveryMode::AbsoluteConsistency),
+        _ => None,
+    }
+}
+
+/// The child's part: puts, then death without a close (`abort`, as `kill -9`). In the
+/// `mixed` case most puts are not synced, so memtable switches seal WALs unsynced: the
+/// early ones a synced put syncs and closes before its own WAL vouches for them, the late
+/// ones are still open when the process dies.
+fn write_then_abort(spec: &str) -> ! {
+    let parts: Vec<&str> = spec.split('|').collect();
+    let (fast, capacity) = (Path::new(parts[0]), Path::new(parts[1]));
+    let opts = pm_options(fast, capacity, WalMode::Group, recovery_by_name(parts[2]));
+    let db = Db::open(opts).unwrap();
+    for (i, k) in names("crash", CRASH_KEYS).iter().enumerate() {
+        let synced = parts[2] != "mixed" || (i < 400 && i % 100 == 99);
+        let w = if synced {
+            WriteOptions::sync()
+        } else {
+            WriteOptions::default()
+        };
+        db.put(&w, k.as_bytes(), &small_value(k)).unwrap();
+    }
+    std::process::abort();
+}
+
+/// The WAL files on the fast tier, newest last, with their lengths.
+fn wal_lengths(fast: &Path) -> Vec<(String, u64)> {
+    let mut logs: Vec<(String, u64)> = std::fs::read_dir(fast)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, e.metadata().unwrap().len())
+        })
+        .collect();
+    logs.sort();
+    logs
+}
+
+#[test]
+fn a_killed_process_loses_no_synced_write_on_a_pm_wal() {
+    if let Ok(spec) = std::env::var(CRASH_CHILD) {
+        write_then_abort(&spec);
+    }
+    for recovery in ["default", "absolute", "mixed"] {
+        let Some(dirs) = PmDirs::new() else { return };
+        let capacity = dirs.capacity.path().join("db");
+        let spec = format!(
+            "{}|{}|{recovery}",
+            dirs.fast().display(),
+            capacity.display()
+        );
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_killed_process_loses_no_synced_write_on_a_pm_wal",
+                "--test-threads=1",
+            ])
+            .env(CRASH_CHILD, &spec)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "{recovery}: the child dies");
+
+        let logs = wal_lengths(&dirs.fast());
+        let (newest, len) = logs.last().expect("a WAL on the pm tier").clone();
+        if recovery == "absolute" {
+            // Exact lengths: the last byte of the WAL is its last record's.
+            let bytes = std::fs::read(dirs.fast().join(&newest)).unwrap();
+            assert_ne!(
+                bytes.last(),
+                Some(&0),
+                "{recovery}: {newest} ends in a record"
+            );
+        } else {
+            assert_eq!(
+                len % (1 << 20),
+                0,
+                "{recovery}: {newest} runs ahead ({len})"
+            );
+            // Sealed WALs were closed, their lengths cut back to their records.
+            for (name, _) in &logs[..logs.len() - 1] {
+                let bytes = std::fs::read(dirs.fast().join(name)).unwrap();
+                assert_ne!(bytes.last(), Some(&0), "{recovery}: sealed {name} is exact");
+            }
+        }
+
+        let opts = pm_options(
+            &dirs.fast(),
+            &capacity,
+            WalMode::Group,
+            recovery_by_name(recovery),
+        );
+        let db = Db::open(opts).unwrap();
+        for k in &names("crash", CRASH_KEYS) {
+            assert_eq!(get_named(&db, k), Some(small_value(k)), "{recovery}: {k}");
+        }
+    }
 }

@@ -202,6 +202,12 @@ pub trait WritableFile: Send {
     /// in the OS cache. A hint for memory, not durability (only [`WritableFile::sync`] makes
     /// bytes durable); the default does nothing.
     fn write_back(&mut self) {}
+    /// Says that nothing more will be appended, though the file stays open to be synced
+    /// later: a file system that keeps a file's length ahead of its bytes cuts it back to
+    /// them here, as at [`WritableFile::close`]. The default does nothing.
+    fn seal(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Closes the file, reporting any error the close itself returns.
     fn close(self: Box<Self>) -> Result<()>;
 }
@@ -345,6 +351,12 @@ impl BufferedFile {
     /// Logical size: bytes in the file plus bytes still buffered.
     pub fn size(&self) -> u64 {
         self.inner.size() + self.buf.len() as u64
+    }
+
+    /// Flushes and seals (see [`WritableFile::seal`]).
+    pub fn seal(&mut self) -> Result<()> {
+        self.flush()?;
+        self.inner.seal()
     }
 
     /// Flushes and closes.

@@ -5,14 +5,15 @@
 use super::route::{Handler, RouteRules, RouteScope, RoutingFs};
 use super::{Fs, MappedFs};
 use crate::error::{Error, Result};
-use crate::options::{Options, TierKind};
+use crate::options::{Options, RecoveryMode, TierKind};
+use crate::tier::{parse_file_name, FileKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// `statfs` magic of tmpfs (and of `/dev/shm`).
-const TMPFS_MAGIC: i64 = 0x0102_1994;
+pub(super) const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// `statfs` magic of ramfs.
-const RAMFS_MAGIC: i64 = 0x8584_58f6;
+pub(super) const RAMFS_MAGIC: i64 = 0x8584_58f6;
 
 /// What kind of memory a `pm` tier's mount is, which decides what a sync promises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +128,7 @@ pub(crate) fn route_pm_tiers(opts: &mut Options) -> Result<Vec<(String, PmMount)
     let mut mounts = Vec::new();
     let mut routes = Vec::new();
     // One mapped file system for every pm tier, so a rename between two of them stays a rename.
-    let mapped: Arc<dyn Fs> = Arc::new(MappedFs::new());
+    let mapped: Arc<dyn Fs> = Arc::new(mapped_fs(opts.wal.recovery_mode));
     for (i, tier) in opts.tiers.iter().enumerate() {
         if tier.kind != TierKind::Pm {
             continue;
@@ -140,6 +141,26 @@ pub(crate) fn route_pm_tiers(opts: &mut Options) -> Result<Vec<(String, PmMount)
         opts.fs = Arc::new(RoutingFs::new(base, routes, PM_TIER_RULES));
     }
     Ok(mounts)
+}
+
+/// The mapped file system for a database recovering its WAL in `mode`: the WAL's length runs
+/// ahead of its records (no `ftruncate` per synced write) wherever its reader takes the zero
+/// tail a crash leaves for a torn end, that is in every mode but `absolute-consistency`,
+/// which would refuse it as damage.
+fn mapped_fs(mode: RecoveryMode) -> MappedFs {
+    if mode == RecoveryMode::AbsoluteConsistency {
+        MappedFs::new()
+    } else {
+        MappedFs::with_length_ahead(is_wal_file)
+    }
+}
+
+/// Whether `path` names a WAL file (`NNNNNN.log`).
+fn is_wal_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_file_name)
+        .is_some_and(|(kind, _)| kind == FileKind::Wal)
 }
 
 #[cfg(test)]

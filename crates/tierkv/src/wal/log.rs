@@ -154,6 +154,12 @@ impl LogWriter {
         self.guarded(|w| w.file.flush())
     }
 
+    /// Flushes and says no record will follow, while the log stays open to be synced (a
+    /// sealed WAL): a file system whose lengths run ahead cuts the file back to its records.
+    pub fn seal(&mut self) -> Result<()> {
+        self.guarded(|w| w.file.seal())
+    }
+
     /// Flushes and makes every record appended so far durable; on success later records carry
     /// the new size as their `synced_through`.
     pub fn sync(&mut self) -> Result<()> {

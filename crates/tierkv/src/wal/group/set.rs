@@ -101,12 +101,16 @@ impl WalSet {
     pub fn rotate(&mut self, number: u64, writer: LogWriter) -> Result<()> {
         self.dir_synced = false;
         self.active.flush()?;
-        let old = std::mem::replace(&mut self.active, writer);
+        let mut old = std::mem::replace(&mut self.active, writer);
         let old_number = std::mem::replace(&mut self.active_number, number);
+        // NB: a sealed WAL ends at its last record (`seal` or `close`) before a newer one can
+        // vouch for it: a zero tail there (a pm tier's length run ahead) would read as damage
+        // and stop replay before the newer WALs.
         let still_open = if old.synced_through() == old.size() {
             old.close()?;
             None
         } else {
+            old.seal()?;
             Some(old)
         };
         self.sealed.push_back((old_number, still_open));
