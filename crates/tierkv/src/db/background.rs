@@ -200,9 +200,11 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 .max(1);
             let version = db.versions.current();
             yield_to_foreground(db, version.levels[0].len());
+            // NB: no L0 compaction while a background demotion's table waits (`hot::L0Hold`).
             let picked = (state.compactions_running < compaction_slots)
                 .then(|| compaction::pick(&version, &db.opts, &state.busy_files))
-                .flatten();
+                .flatten()
+                .filter(|t| t.level > 0 || !state.l0_held);
             if let Some(task) = picked {
                 state.claim(&task);
                 return Some(Job::Compaction(task));
@@ -881,9 +883,11 @@ fn claim_manual_task(
         let Some(task) = compaction::manual_task(&version, level, begin, end) else {
             return Ok(None);
         };
-        if task
-            .all_inputs()
-            .all(|f| !state.busy_files.contains(&f.number))
+        let held = level == 0 && state.l0_held;
+        if !held
+            && task
+                .all_inputs()
+                .all(|f| !state.busy_files.contains(&f.number))
         {
             state.claim(&task);
             return Ok(Some(task));

@@ -274,6 +274,10 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
 ///   reads first, and iterators read the two as one.
 /// - Nothing else demotes meanwhile: this job is the only one, and promotions (whose room
 ///   is made by a demotion) wait for it.
+/// - No L0 compaction starts between the plan and the install ([`L0Hold`]). A flush may
+///   write a newer version of a planned key to L0 meanwhile; merged below L0 before the
+///   demotion's table arrived, it would be shadowed by the older version in that table.
+///   Left in L0 beside it, it sorts first (newer largest sequence).
 pub(super) fn demotion_job(db: &DbInner, slot: FlushSlot<'_>) -> Result<()> {
     let Some(hot) = &db.hot else {
         return Ok(());
@@ -293,15 +297,40 @@ fn demote_in_background(db: &DbInner, parts: &[Arc<HotStore>], slot: FlushSlot<'
             break;
         };
         let started = Instant::now();
+        let hold = L0Hold::take(db);
         let Some(plans) = plan_aligned(db, parts, leader)? else {
             break;
         };
         drop(slot);
         write_demotion(db, &plans)?;
+        drop(hold);
         slot = FlushSlot::acquire(db);
         finish_demotions(db, plans, Clears::Now, started)?;
     }
     Ok(())
+}
+
+/// Holds L0 compactions back (`State::l0_held`) from a background demotion's plan until its
+/// table is installed ([`demotion_job`]); released when dropped, on an error too. Taken
+/// before the plan, so a compaction already running took only L0 tables older than every
+/// flush that can supersede a planned object.
+struct L0Hold<'a> {
+    db: &'a DbInner,
+}
+
+impl<'a> L0Hold<'a> {
+    fn take(db: &'a DbInner) -> L0Hold<'a> {
+        db.state.lock().l0_held = true;
+        L0Hold { db }
+    }
+}
+
+impl Drop for L0Hold<'_> {
+    fn drop(&mut self) {
+        self.db.state.lock().l0_held = false;
+        self.db.bg_cv.notify_all();
+        self.db.progress_cv.notify_all();
+    }
 }
 
 /// The promotion job (run like a flush: the store's only writer while it runs): copies the

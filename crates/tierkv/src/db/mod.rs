@@ -82,6 +82,9 @@ pub(crate) struct State {
     demotion_wanted: bool,
     /// A background demotion job runs (one at a time; promotions wait for it).
     demotion_running: bool,
+    /// A background demotion has planned its objects and not yet installed their table: no
+    /// L0 compaction starts meanwhile (`hot::L0Hold`).
+    l0_held: bool,
 }
 
 pub(crate) struct DbInner {

@@ -144,6 +144,7 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
             replica_running: false,
             demotion_wanted: false,
             demotion_running: false,
+            l0_held: false,
         }),
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),
