@@ -125,7 +125,7 @@ pub(super) fn worker(db: &DbInner) {
             Job::Replica(r) => super::replica::run(db, r),
             Job::ValueGc => db.vlog.as_ref().map_or(Ok(()), |v| db.vlog_gc_round(v)),
             Job::Promotion => super::hot::promote(db),
-            Job::Demotion => super::hot::demotion_job(db, FlushSlot::claimed(db)),
+            Job::Demotion => super::hot::demotion_job(db, Held::claimed_flush_slot(db)),
         });
         finish_job(db, &job, result);
     }
@@ -200,7 +200,7 @@ fn next_job(db: &DbInner) -> Option<Job> {
                 .max(1);
             let version = db.versions.current();
             yield_to_foreground(db, version.levels[0].len());
-            // NB: no L0 compaction while a background demotion's table waits (`hot::L0Hold`).
+            // NB: no L0 compaction while a background demotion's table waits (`Held::hold_l0`).
             let picked = (state.compactions_running < compaction_slots)
                 .then(|| compaction::pick(&version, &db.opts, &state.busy_files))
                 .flatten()
@@ -301,7 +301,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
                 state.busy_files.remove(&m.file.number);
             }
             Job::Replica(_) => state.replica_running = false,
-            // NB: the job released the flush slot itself (`FlushSlot`).
+            // NB: the job released the flush slot itself (`Held`).
             Job::Demotion => state.demotion_running = false,
             Job::ValueGc => {
                 state.compactions_running -= 1;
@@ -326,33 +326,51 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
     db.progress_cv.notify_all();
 }
 
-/// The flush slot (`State::flush_running`: the hot store's one writer and the flush's turn)
-/// held by a job that gives it up while it works and takes it back: released when dropped,
-/// on an error or a panic too.
-pub(super) struct FlushSlot<'a> {
+/// A flag of `State` held by a job for part of its run: the flush slot (`flush_running`: the
+/// hot store's one writer and the flush's turn) or the L0 hold (`l0_held`). Cleared when
+/// dropped, on an error or a panic too, and every waiter woken.
+pub(super) struct Held<'a> {
     db: &'a DbInner,
+    flag: fn(&mut super::State) -> &mut bool,
 }
 
-impl<'a> FlushSlot<'a> {
-    /// The slot `next_job` took for the job about to run.
-    fn claimed(db: &'a DbInner) -> FlushSlot<'a> {
-        FlushSlot { db }
+fn flush_slot(state: &mut super::State) -> &mut bool {
+    &mut state.flush_running
+}
+
+fn l0_hold(state: &mut super::State) -> &mut bool {
+    &mut state.l0_held
+}
+
+impl<'a> Held<'a> {
+    /// The flush slot `next_job` took for the job about to run.
+    fn claimed_flush_slot(db: &'a DbInner) -> Held<'a> {
+        Held {
+            db,
+            flag: flush_slot,
+        }
     }
 
-    /// Waits until no flush or promotion holds the slot, then takes it.
-    pub(super) fn acquire(db: &'a DbInner) -> FlushSlot<'a> {
+    /// Waits until no flush or promotion holds the flush slot, then takes it.
+    pub(super) fn acquire_flush_slot(db: &'a DbInner) -> Held<'a> {
         let mut state = db.state.lock();
         while state.flush_running {
             db.progress_cv.wait(&mut state);
         }
         state.flush_running = true;
-        FlushSlot { db }
+        Held::claimed_flush_slot(db)
+    }
+
+    /// Holds L0 compactions back (`next_job` and manual compactions wait for it).
+    pub(super) fn hold_l0(db: &'a DbInner) -> Held<'a> {
+        db.state.lock().l0_held = true;
+        Held { db, flag: l0_hold }
     }
 }
 
-impl Drop for FlushSlot<'_> {
+impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.db.state.lock().flush_running = false;
+        *(self.flag)(&mut self.db.state.lock()) = false;
         self.db.bg_cv.notify_all();
         self.db.progress_cv.notify_all();
     }

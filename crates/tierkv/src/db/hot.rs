@@ -20,7 +20,7 @@
 //! - A promotion runs in the flush job too, or in its own job that holds the flush slot: it
 //!   copies a candidate only if that is still its key's newest version (`promote_candidates`).
 
-use super::background::{build_tables, FlushSlot};
+use super::background::{build_tables, Held};
 use super::read::ReadView;
 use super::DbInner;
 use crate::compaction::EntryFilter;
@@ -245,15 +245,7 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     for part in hot.parts() {
         promote_candidates(db, hot, part)?;
     }
-    // Each round relieves one partition past its watermark (and takes its ranges from the
-    // others), so at most one round per partition.
-    for _ in 0..hot.parts().len() {
-        let Some(leader) = hot.parts().iter().position(|p| p.over_budget()) else {
-            break;
-        };
-        demote_aligned(db, hot, leader)?;
-    }
-    Ok(())
+    demote_rounds(db, hot.parts(), None)
 }
 
 /// The background demotion job ([`DbInner::hot_demotes_in_background`]), started holding
@@ -274,63 +266,57 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
 ///   reads first, and iterators read the two as one.
 /// - Nothing else demotes meanwhile: this job is the only one, and promotions (whose room
 ///   is made by a demotion) wait for it.
-/// - No L0 compaction starts between the plan and the install ([`L0Hold`]). A flush may
+/// - No L0 compaction starts between the plan and the install (`Held::hold_l0`). A flush may
 ///   write a newer version of a planned key to L0 meanwhile; merged below L0 before the
 ///   demotion's table arrived, it would be shadowed by the older version in that table.
 ///   Left in L0 beside it, it sorts first (newer largest sequence).
-pub(super) fn demotion_job(db: &DbInner, slot: FlushSlot<'_>) -> Result<()> {
+pub(super) fn demotion_job(db: &DbInner, slot: Held<'_>) -> Result<()> {
     let Some(hot) = &db.hot else {
         return Ok(());
     };
-    let parts = hot.parts();
-    parts.iter().for_each(|p| p.set_demoting(true));
-    let done = demote_in_background(db, parts, slot);
-    parts.iter().for_each(|p| p.set_demoting(false));
-    done
+    demote_rounds(db, hot.parts(), Some(slot))
 }
 
-/// [`demotion_job`]'s rounds, while writes are paced: at most one per partition.
-fn demote_in_background(db: &DbInner, parts: &[Arc<HotStore>], slot: FlushSlot<'_>) -> Result<()> {
-    let mut slot = slot;
-    for _ in 0..parts.len() {
-        let Some(leader) = parts.iter().position(|p| p.over_budget()) else {
-            break;
-        };
-        let started = Instant::now();
-        let hold = L0Hold::take(db);
-        let Some(plans) = plan_aligned(db, parts, leader)? else {
-            break;
-        };
+/// Relieves each partition past its watermark in turn by an aligned demotion (see
+/// [`plan_aligned`]; a round also takes the leader's ranges from the others, so at most one
+/// round per partition), while writes are paced. `slot` is the background job's flush slot
+/// ([`demotion_job`]), let go while a round writes its tables, with L0 compactions held
+/// meanwhile; `None` inline in a flush job, which keeps its slot throughout.
+fn demote_rounds(db: &DbInner, parts: &[Arc<HotStore>], mut slot: Option<Held<'_>>) -> Result<()> {
+    let background = slot.is_some();
+    paced(parts.iter().map(|p| &**p), || {
+        for _ in 0..parts.len() {
+            let Some(leader) = parts.iter().position(|p| p.over_budget()) else {
+                break;
+            };
+            let started = Instant::now();
+            let hold = background.then(|| Held::hold_l0(db));
+            let Some(plans) = plan_aligned(db, parts, leader)? else {
+                break;
+            };
+            slot = None;
+            write_demotion(db, &plans)?;
+            drop(hold);
+            if background {
+                slot = Some(Held::acquire_flush_slot(db));
+            }
+            finish_demotions(db, plans, Clears::Now, started)?;
+        }
         drop(slot);
-        write_demotion(db, &plans)?;
-        drop(hold);
-        slot = FlushSlot::acquire(db);
-        finish_demotions(db, plans, Clears::Now, started)?;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
-/// Holds L0 compactions back (`State::l0_held`) from a background demotion's plan until its
-/// table is installed ([`demotion_job`]); released when dropped, on an error too. Taken
-/// before the plan, so a compaction already running took only L0 tables older than every
-/// flush that can supersede a planned object.
-struct L0Hold<'a> {
-    db: &'a DbInner,
-}
-
-impl<'a> L0Hold<'a> {
-    fn take(db: &'a DbInner) -> L0Hold<'a> {
-        db.state.lock().l0_held = true;
-        L0Hold { db }
-    }
-}
-
-impl Drop for L0Hold<'_> {
-    fn drop(&mut self) {
-        self.db.state.lock().l0_held = false;
-        self.db.bg_cv.notify_all();
-        self.db.progress_cv.notify_all();
-    }
+/// Runs a demotion of `stores` with writes paced meanwhile: the stores would pass their
+/// high watermark otherwise.
+fn paced<'s>(
+    stores: impl Iterator<Item = &'s HotStore> + Clone,
+    demotion: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    stores.clone().for_each(|s| s.set_demoting(true));
+    let done = demotion();
+    stores.for_each(|s| s.set_demoting(false));
+    done
 }
 
 /// The promotion job (run like a flush: the store's only writer while it runs): copies the
@@ -411,48 +397,22 @@ fn newest_below_l0(db: &DbInner, version: &Version, user_key: &[u8]) -> Result<O
 /// is at its low watermark less `room`; the weight policy the objects below the average
 /// weight (`hot::weights`). The job and its ordering are the same for both.
 fn demote(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
-    // Writes are paced while it runs: the store would pass its high watermark otherwise.
-    hot.set_demoting(true);
-    let done = demote_paced(db, hot, room, clears);
-    hot.set_demoting(false);
-    done
+    paced(std::iter::once(hot), || {
+        let started = Instant::now();
+        let Some(plan) = hot.plan_demotion(&capacity_bounds(db), room)? else {
+            return Ok(());
+        };
+        install_demotions(db, vec![(hot, plan)], clears, started)
+    })
 }
 
-/// [`demote`]'s work, while writes are paced.
-fn demote_paced(db: &DbInner, hot: &HotStore, room: u64, clears: Clears) -> Result<()> {
-    let started = Instant::now();
-    let Some(plan) = hot.plan_demotion(&capacity_bounds(db), room)? else {
-        return Ok(());
-    };
-    install_demotions(db, vec![(hot, plan)], clears, started)
-}
-
-/// A demotion of partition `leader` (past its high watermark) that takes the same key
-/// ranges from every partition: the leader's MSC picks the ranges and its objects down to
-/// its low watermark, the others give their unpinned objects in those ranges, and one table
-/// takes them all. A partition holds only its hash's share of a range, so demoting a range
-/// from one partition alone would cost the capacity tier the range's merge for a fraction
-/// of its objects. Writes are paced meanwhile.
-fn demote_aligned(db: &DbInner, hot: &HotPartitions, leader: usize) -> Result<()> {
-    let parts = hot.parts();
-    parts.iter().for_each(|p| p.set_demoting(true));
-    let done = demote_aligned_paced(db, parts, leader);
-    parts.iter().for_each(|p| p.set_demoting(false));
-    done
-}
-
-/// [`demote_aligned`]'s work, while writes are paced.
-fn demote_aligned_paced(db: &DbInner, parts: &[Arc<HotStore>], leader: usize) -> Result<()> {
-    let started = Instant::now();
-    let Some(plans) = plan_aligned(db, parts, leader)? else {
-        return Ok(());
-    };
-    install_demotions(db, plans, Clears::Now, started)
-}
-
-/// Plans an aligned demotion (see [`demote_aligned`]): the leader's MSC choice, then every
-/// other partition's unpinned objects in the same ranges. `None` if the leader has nothing
-/// to give. The caller holds the flush slot.
+/// Plans an aligned demotion of partition `leader` (past its high watermark), which takes
+/// the same key ranges from every partition: the leader's MSC picks the ranges and its
+/// objects down to its low watermark, the others give their unpinned objects in those
+/// ranges, and one table takes them all. A partition holds only its hash's share of a
+/// range, so demoting a range from one partition alone would cost the capacity tier the
+/// range's merge for a fraction of its objects. `None` if the leader has nothing to give.
+/// The caller holds the flush slot.
 fn plan_aligned<'p>(
     db: &DbInner,
     parts: &'p [Arc<HotStore>],

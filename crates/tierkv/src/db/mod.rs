@@ -83,7 +83,7 @@ pub(crate) struct State {
     /// A background demotion job runs (one at a time; promotions wait for it).
     demotion_running: bool,
     /// A background demotion has planned its objects and not yet installed their table: no
-    /// L0 compaction starts meanwhile (`hot::L0Hold`).
+    /// L0 compaction starts meanwhile (`background::Held::hold_l0`).
     l0_held: bool,
 }
 

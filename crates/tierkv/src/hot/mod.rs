@@ -978,7 +978,7 @@ impl HotStore {
     }
 
     /// A demotion of this store's unpinned objects in `ranges` (another partition's MSC
-    /// choice, see `db::hot::demote_aligned`), so one table takes each range's cold objects
+    /// choice, see `db::hot::plan_aligned`), so one table takes each range's cold objects
     /// from every partition; `None` if there are none, or under the weight policy.
     pub fn plan_demotion_in(&self, ranges: &[KeyRange]) -> Result<Option<Demotion>> {
         if self.weights.is_some() {
