@@ -427,8 +427,7 @@ fn is_volatile(file: &File) -> bool {
         return false; // unknown: keep syncing
     }
     #[allow(clippy::unnecessary_cast)]
-    let magic = st.f_type as i64;
-    magic == super::pm::TMPFS_MAGIC || magic == super::pm::RAMFS_MAGIC
+    super::pm::is_memory_fs(st.f_type as i64)
 }
 
 impl WritableFile for MappedAppend {

@@ -11,9 +11,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// `statfs` magic of tmpfs (and of `/dev/shm`).
-pub(super) const TMPFS_MAGIC: i64 = 0x0102_1994;
+const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// `statfs` magic of ramfs.
-pub(super) const RAMFS_MAGIC: i64 = 0x8584_58f6;
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
+
+/// Whether a file system of `statfs` type `magic` is memory with no medium behind it
+/// (tmpfs or ramfs).
+pub(super) fn is_memory_fs(magic: i64) -> bool {
+    magic == TMPFS_MAGIC || magic == RAMFS_MAGIC
+}
 
 /// What kind of memory a `pm` tier's mount is, which decides what a sync promises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +51,7 @@ pub fn check_pm_dir(index: usize, name: &str, dir: &Path) -> Result<PmMount> {
         )));
     }
     let magic = fs_magic(existing).map_err(|e| bad(format!("cannot be examined ({e})")))?;
-    if magic == TMPFS_MAGIC || magic == RAMFS_MAGIC {
+    if is_memory_fs(magic) {
         return Ok(PmMount::Volatile);
     }
     let real =
