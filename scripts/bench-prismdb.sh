@@ -15,7 +15,11 @@
 # every write), COMPARE (the two-tier engines, default "tierkv:prismdb,rocksdb"; e.g.
 # "tierkv:prismdb+msc=approximate,tierkv:prismdb+msc=random" for MSC's policies), BASELINES=0
 # (skip the one-tier RocksDB runs), PREFIX (of the report names), ROUNDS (tierkv-bench
-# --rounds: the COMPARE engines interleaved, each round in turn, medians at the end; default 1). Each run's report goes to
+# --rounds: the COMPARE engines interleaved, each round in turn, medians at the end; default 1),
+# WARMUP (operations run unmeasured before the run phase, for every engine alike: `paper`,
+# the default, warms up as PrismDB's evaluation does, scaled to RECORDS: half a trace of as
+# many operations as keys for A and F, 2.4 times the keys for B, C and D (80% of 3 requests
+# per key), 0.05 times for E; or a number, 0 for none). Each run's report goes to
 # OUT_DIR/PREFIX<share>-<workload>[-<engine>].txt and .json.
 set -euo pipefail
 
@@ -40,6 +44,21 @@ common=(--records "$RECORDS" --duration "$DURATION" --threads 8 --distribution z
 [ "${SYNC:-0}" = 1 ] && common+=(--sync)
 [ "${ROUNDS:-1}" != 1 ] && common+=(--rounds "$ROUNDS")
 
+WARMUP=${WARMUP:-paper}
+
+# warmup WORKLOAD: the operations run before WORKLOAD's run phase (see WARMUP above).
+warmup() {
+    if [ "$WARMUP" != paper ]; then
+        echo "$WARMUP"
+        return
+    fi
+    case $1 in
+    ycsb-a | ycsb-f) echo $((RECORDS / 2)) ;;
+    ycsb-e) echo $((RECORDS / 20)) ;;
+    *) echo $((RECORDS * 12 / 5)) ;;
+    esac
+}
+
 # run NAME ARGS...: one tierkv-bench invocation, its report kept under NAME.
 run() {
     local name=$PREFIX$1
@@ -52,13 +71,14 @@ run() {
 for share in $SHARES; do
     budget=$((data_bytes * share / 100))
     for w in $WORKLOADS; do
-        run "$share-$w" --workload "$w" --compare "$COMPARE" \
+        run "$share-$w" --workload "$w" --warmup "$(warmup "$w")" --compare "$COMPARE" \
             --tier "fast=$LAB_FAST/prismdb" --tier "capacity=$LAB_CAPACITY/prismdb" \
             --tier-capacity "fast=$budget" --device "capacity=$LAB_CAPACITY_DEV"
         if [ "$share" = 10 ] && [ "$BASELINES" = 1 ]; then
-            run "$share-$w-rocksdb-fast" --workload "$w" --engine rocksdb \
+            run "$share-$w-rocksdb-fast" --workload "$w" --warmup "$(warmup "$w")" --engine rocksdb \
                 --tier "fast=$LAB_FAST/prismdb" --device "fast=$LAB_FAST_DEV"
-            run "$share-$w-rocksdb-capacity" --workload "$w" --engine rocksdb \
+            run "$share-$w-rocksdb-capacity" --workload "$w" --warmup "$(warmup "$w")" \
+                --engine rocksdb \
                 --tier "capacity=$LAB_CAPACITY/prismdb" --device "capacity=$LAB_CAPACITY_DEV"
         fi
     done

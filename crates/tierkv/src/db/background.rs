@@ -9,6 +9,7 @@
 //! fails the same way ([`Error::BackgroundPanic`]). A flush, compaction or migration that ran
 //! out of space may be run again in place by [`resume`] once there is room.
 
+use super::iter::level_cursors;
 use super::DbInner;
 use crate::compaction::{self, CompactionTask, EntryFilter};
 use crate::error::{Error, Result};
@@ -487,10 +488,13 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
         Counters::add(&db.counters.trivial_moves, 1);
         return db.versions.log_and_apply(edit).map(|_| ());
     }
-    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    for f in task.all_inputs() {
-        children.push(Box::new(db.table_cache.get(f)?.iter(false)));
-    }
+    let mut children = level_cursors(&db.table_cache, task.level, &task.inputs, false)?;
+    children.extend(level_cursors(
+        &db.table_cache,
+        out_level,
+        &task.next_inputs,
+        false,
+    )?);
     Counters::add(&db.counters.compaction_read_into[slot], task.input_bytes());
     let mut merged = MergingIter::new(children);
     // Hot tier hook: popular objects a compaction into the capacity tier meets may go back

@@ -19,6 +19,7 @@
 //! appear above it.
 
 use super::background::build_tables;
+use super::iter::level_cursors;
 use super::DbInner;
 use crate::compaction::EntryFilter;
 use crate::error::Result;
@@ -166,9 +167,7 @@ fn write_merge(
     let direct_bytes: u64 = direct.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
     let input_bytes: u64 = inputs.iter().map(|f| f.size).sum();
     let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(VecIter::new(direct))];
-    for f in inputs {
-        children.push(Box::new(db.table_cache.get(f)?.iter(false)));
-    }
+    children.extend(level_cursors(&db.table_cache, bottom, inputs, false)?);
     let mut merged = MergingIter::new(children);
     let deeper = db.versions.current().deeper_than(bottom);
     let is_bottom = |uk: &[u8]| deeper.is_bottom_for_key(bottom, uk);

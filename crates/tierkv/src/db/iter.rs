@@ -16,6 +16,32 @@ use crate::version::{FileMeta, Version};
 use crate::vlog::ValueLog;
 use std::sync::Arc;
 
+/// Cursors over `files` of `level` for a merge: one per table in L0, whose tables overlap,
+/// and one [`LevelIter`] for a deeper level, whose tables are sorted and disjoint. A merge
+/// then holds one open table (and one read-ahead window) per deeper level, not per table:
+/// a compaction into a last sorted run of a hundred tables otherwise fills a hundred
+/// windows at once and compares a hundred cursors per entry.
+pub(crate) fn level_cursors(
+    cache: &Arc<TableCache>,
+    level: usize,
+    files: &[Arc<FileMeta>],
+    fill_cache: bool,
+) -> Result<Vec<Box<dyn InternalIterator>>> {
+    if level > 0 {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let level = LevelIter::new(files.to_vec(), Arc::clone(cache), fill_cache);
+        return Ok(vec![Box::new(level)]);
+    }
+    files
+        .iter()
+        .map(|f| -> Result<Box<dyn InternalIterator>> {
+            Ok(Box::new(cache.get(f)?.iter(fill_cache)))
+        })
+        .collect()
+}
+
 /// A cursor over one level (L1 or deeper): tables are sorted and disjoint.
 pub(crate) struct LevelIter {
     files: Vec<Arc<FileMeta>>,

@@ -2,7 +2,7 @@
 //! construction of iterators over a consistent view.
 
 use super::hot::HotAnswer;
-use super::iter::{DbIterator, LevelIter};
+use super::iter::{level_cursors, DbIterator};
 use super::DbInner;
 use crate::error::Result;
 use crate::hot::iter::HotIter;
@@ -226,15 +226,13 @@ impl DbInner {
                 children.push(Box::new(part));
             }
         }
-        for file in &view.version.levels[0] {
-            children.push(Box::new(self.table_cache.get(file)?.iter(opts.fill_cache)));
-        }
-        for level in view.version.levels.iter().skip(1).filter(|l| !l.is_empty()) {
-            children.push(Box::new(LevelIter::new(
-                level.clone(),
-                Arc::clone(&self.table_cache),
+        for (level, files) in view.version.levels.iter().enumerate() {
+            children.extend(level_cursors(
+                &self.table_cache,
+                level,
+                files,
                 opts.fill_cache,
-            )));
+            )?);
         }
         Ok(DbIterator::new(
             MergingIter::new(children),

@@ -16,7 +16,7 @@
 //! or from the store and a table holding a promoted copy): the same internal key and value,
 //! which the database iterator reads as one.
 
-use super::{borrowed, Entries, HotStore, HotVersion, KeyRange, SlotKind};
+use super::{borrowed, Entries, HotStore, HotVersion, KeyRange, SlotKind, Versions};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
@@ -146,7 +146,7 @@ impl HotStore {
         {
             let index = self.index.read();
             let keys = index.map.range::<[u8], _>(bounds);
-            let keys: Box<dyn Iterator<Item = (&Vec<u8>, &Vec<HotVersion>)>> = if reverse {
+            let keys: Box<dyn Iterator<Item = (&Vec<u8>, &Versions)>> = if reverse {
                 Box::new(keys.rev())
             } else {
                 Box::new(keys)

@@ -61,6 +61,8 @@ const JOURNAL: &str = "HOT-JOURNAL";
 const JOURNAL_MAGIC: &[u8; 8] = b"TKVHOTJ1";
 /// A free slot's header.
 const CLEAR: [u8; slab::HEADER] = [0; slab::HEADER];
+/// Most slots one job clears: its journal holds at most this many 4 KiB pages.
+const CLEARS_PER_JOB: usize = 1024;
 /// Demotion starts above this share of the budget...
 const HIGH_WATERMARK: f64 = 0.98;
 /// ...and stops at this one.
@@ -86,11 +88,15 @@ pub(crate) struct HotVersion {
     pub overlaps: bool,
 }
 
+/// A key's versions in the store, newest first: nearly always one, kept inline (a key's
+/// own allocation for it would take as much memory again as the version).
+pub(crate) type Versions = smallvec::SmallVec<[HotVersion; 1]>;
+
 /// The DRAM index and slot allocation.
 #[derive(Default)]
 struct Index {
     /// Versions of each key, newest first.
-    map: BTreeMap<Vec<u8>, Vec<HotVersion>>,
+    map: BTreeMap<Vec<u8>, Versions>,
     /// Free slots per class (reused most recently freed first).
     free: Vec<Vec<u64>>,
     /// Slots per class ever handed out (the next never-used slot).
@@ -492,7 +498,7 @@ impl HotStore {
         let mut buckets = self.buckets.lock();
         for (user_key, v) in publish {
             buckets.add(&user_key, v.overlaps);
-            index.map.insert(user_key, vec![v]);
+            index.map.insert(user_key, smallvec::smallvec![v]);
         }
         drop(buckets);
         drop(index);
@@ -548,38 +554,62 @@ impl HotStore {
             _ => lowest,
         };
         *marker = Some((log_number, lowest));
-        let mut pages: BTreeMap<(usize, u64), Vec<u8>> = BTreeMap::new();
-        for (loc, bytes) in &writes {
+        // Where each touched page's image starts in the journal, in (class, page) order: the
+        // pages are composed in the journal's own buffer, so a job holds its pages once.
+        let mut images: BTreeMap<(usize, u64), usize> = BTreeMap::new();
+        for (loc, _) in &writes {
             let slab = &self.slabs[loc.class];
             slab.ensure(loc.slot + 1)?;
-            let offset = slab::slot_offset(slab.slot_size, loc.slot);
-            let page = offset / slab::PAGE as u64;
-            let image = match pages.entry((loc.class, page)) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(slab.read_page(page)?),
-            };
-            let at = (offset % slab::PAGE as u64) as usize;
-            image[at..at + bytes.len()].copy_from_slice(bytes);
+            let page = slab::slot_offset(slab.slot_size, loc.slot) / slab::PAGE as u64;
+            images.insert((loc.class, page), 0);
         }
-        let mut journal = Vec::with_capacity(28 + pages.len() * (14 + slab::PAGE));
+        let mut journal = Vec::with_capacity(28 + images.len() * (14 + slab::PAGE));
         journal.extend_from_slice(JOURNAL_MAGIC);
         journal.extend_from_slice(&log_number.to_le_bytes());
         journal.extend_from_slice(&lowest.to_le_bytes());
-        journal.extend_from_slice(&(pages.len() as u32).to_le_bytes());
-        for ((class, page), image) in &pages {
+        journal.extend_from_slice(&(images.len() as u32).to_le_bytes());
+        for ((class, page), at) in images.iter_mut() {
             journal.extend_from_slice(&(*class as u16).to_le_bytes());
             journal.extend_from_slice(&page.to_le_bytes());
-            journal.extend_from_slice(&crc32c::crc32c(image).to_le_bytes());
-            journal.extend_from_slice(image);
+            journal.extend_from_slice(&[0; 4]); // the image's CRC, once composed
+            *at = journal.len();
+            journal.resize(*at + slab::PAGE, 0);
+            self.slabs[*class].read_page_into(*page, &mut journal[*at..])?;
+        }
+        for (loc, bytes) in &writes {
+            let offset = slab::slot_offset(self.slabs[loc.class].slot_size, loc.slot);
+            let page = offset / slab::PAGE as u64;
+            let at = images[&(loc.class, page)] + (offset % slab::PAGE as u64) as usize;
+            journal[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        for &at in images.values() {
+            let crc = crc32c::crc32c(&journal[at..at + slab::PAGE]);
+            journal[at - 4..at].copy_from_slice(&crc.to_le_bytes());
         }
         crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(JOURNAL), &journal)?;
         let mut touched = BTreeSet::new();
-        for ((class, page), image) in &pages {
-            self.slabs[*class].write_page(*page, image)?;
-            touched.insert(*class);
+        for (&(class, page), &at) in &images {
+            self.slabs[class].write_page(page, &journal[at..at + slab::PAGE])?;
+            touched.insert(class);
         }
         for class in touched {
             self.slabs[class].sync()?;
+        }
+        Ok(())
+    }
+
+    /// Clears the headers of `slots` (freed, their objects committed elsewhere) in jobs of
+    /// at most `CLEARS_PER_JOB` slots, so that a job's journal stays a few MiB however many
+    /// slots a demotion frees. Each job is atomic on its own; a crash between two leaves
+    /// slots whose objects also live in tables, which recovery accepts as it accepts clears
+    /// deferred to the next job.
+    fn clear_slots(&self, log_number: u64, slots: impl Iterator<Item = Loc>) -> Result<()> {
+        let mut slots: Vec<Loc> = slots.collect();
+        slots.sort_unstable_by_key(|l| (l.class, l.slot));
+        slots.dedup();
+        for chunk in slots.chunks(CLEARS_PER_JOB) {
+            let writes = chunk.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
+            self.run_job(log_number, SeqNo::MAX, writes)?;
         }
         Ok(())
     }
@@ -1127,14 +1157,11 @@ impl HotStore {
         }
         match clears {
             Clears::Now => {
-                let mut writes: Vec<(Loc, Vec<u8>)> =
-                    std::mem::take(&mut self.pending.lock().clears)
-                        .into_iter()
-                        .chain(cleared.iter().copied())
-                        .map(|loc| (loc, CLEAR.to_vec()))
-                        .collect();
-                writes.dedup_by_key(|w| w.0);
-                self.run_job(log_number, SeqNo::MAX, writes)?;
+                let pending = std::mem::take(&mut self.pending.lock().clears);
+                self.clear_slots(
+                    log_number,
+                    pending.into_iter().chain(cleared.iter().copied()),
+                )?;
                 let mut index = self.index.write();
                 for loc in &cleared {
                     index.free[loc.class].push(loc.slot);
@@ -1227,7 +1254,7 @@ pub(crate) fn borrowed(b: &std::ops::Bound<Vec<u8>>) -> std::ops::Bound<&[u8]> {
 
 /// Drops from `versions` (newest first) each older version no snapshot reads: version i is
 /// read by a snapshot in `[seq_i, seq_{i-1})`. Returns their slots.
-fn gc_versions(versions: &mut Vec<HotVersion>, needed: &dyn Fn(SeqNo, SeqNo) -> bool) -> Vec<Loc> {
+fn gc_versions(versions: &mut Versions, needed: &dyn Fn(SeqNo, SeqNo) -> bool) -> Vec<Loc> {
     let mut freed = Vec::new();
     let mut i = 1;
     while i < versions.len() {
@@ -1365,6 +1392,47 @@ impl InternalIterator for VecIter {
 mod tests {
     use super::*;
     use crate::env::FaultFs;
+
+    #[test]
+    fn clears_of_more_slots_than_one_job_takes_run_in_bounded_jobs_and_clear_every_slot() {
+        let fault = FaultFs::new(0);
+        let fs: Arc<dyn Fs> = fault.clone();
+        let dir = Path::new("/hot");
+        let opts = HotTierOptions {
+            mode: crate::options::HotTier::Slab,
+            ..HotTierOptions::default()
+        };
+        let open = || {
+            HotStore::open(&fs, dir, &opts, 1, 0, false, false)
+                .unwrap()
+                .0
+        };
+        // The largest class holds one slot per page: a job's journal holds a page per slot.
+        let class = CLASS_SIZES.len() - 1;
+        let n = 2 * CLEARS_PER_JOB + 7;
+        let slots = || (0..n as u64).map(|slot| Loc { class, slot });
+        let store = open();
+        let writes = slots()
+            .map(|loc| {
+                let key = format!("key{:06}", loc.slot);
+                let slot = slab::encode_slot(loc.slot + 1, SlotKind::Value, key.as_bytes(), b"v");
+                (loc, slot)
+            })
+            .collect();
+        store.run_job(1, SeqNo::MAX, writes).unwrap();
+        drop(store);
+        let store = open();
+        assert_eq!(store.stats().objects, n as u64);
+        store.clear_slots(1, slots().rev()).unwrap();
+        let journal = fs.file_size(&dir.join(JOURNAL)).unwrap();
+        assert_eq!(
+            journal,
+            28 + 7 * (14 + slab::PAGE as u64),
+            "the last job: 7 pages"
+        );
+        drop(store);
+        assert_eq!(open().stats().objects, 0, "every slot cleared");
+    }
 
     #[test]
     fn a_journal_announcing_more_pages_than_it_holds_is_corruption_not_an_allocation() {

@@ -176,11 +176,17 @@ impl SlabFile {
     /// Reads page `page` whole (zeros past the end of the file).
     pub fn read_page(&self, page: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0; PAGE];
+        self.read_page_into(page, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Reads page `page` into `buf` (`PAGE` bytes; left as it is past the end of the file).
+    pub fn read_page_into(&self, page: u64, buf: &mut [u8]) -> Result<()> {
         let file = Arc::clone(&self.file.read());
         if (page + 1) * PAGE as u64 <= file.size() {
-            file.read_exact_at(page * PAGE as u64, &mut buf)?;
+            file.read_exact_at(page * PAGE as u64, &mut buf[..PAGE])?;
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Writes page `page` whole, unsynced, growing the file if needed.

@@ -6,24 +6,57 @@
 //! sweeps: a key at 0 is evicted and the newcomer takes its place, any other key's clock is
 //! decremented. Keys not tracked count as coldest.
 
+use hashbrown::HashTable;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
-/// Highest clock value (2 bits).
 pub(crate) const MAX_CLOCK: u8 = 3;
 const SHARDS: usize = 16;
 
+/// NB: a fixed hasher: the same accesses give the same clocks in every run.
+type FixedHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+fn hash_key(key: &[u8]) -> u64 {
+    let mut h = FixedHasher::default().build_hasher();
+    h.write(key);
+    h.finish()
+}
+
 struct Shard {
-    keys: Vec<(Vec<u8>, u8)>,
-    pos: HashMap<Vec<u8>, usize>,
+    /// The tracked keys and their clocks, in the sweep's order.
+    keys: Vec<(Box<[u8]>, u8)>,
+    /// Positions in `keys`, found by the key's hash: each key is stored once, in `keys`
+    /// (a map from key to position would hold it twice; the tracker holds a fifth of all
+    /// keys, so that is tens of MiB on a large store).
+    pos: HashTable<u32>,
     hand: usize,
     capacity: usize,
 }
 
 impl Shard {
-    fn touch(&mut self, key: &[u8]) {
-        if let Some(&i) = self.pos.get(key) {
+    fn new(capacity: usize) -> Shard {
+        Shard {
+            keys: Vec::new(),
+            pos: HashTable::new(),
+            hand: 0,
+            capacity,
+        }
+    }
+
+    fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
+        self.pos
+            .find(hash, |&i| &*self.keys[i as usize].0 == key)
+            .map(|&i| i as usize)
+    }
+
+    /// Indexes `keys[i]`, whose key hashes to `hash`.
+    fn index(&mut self, i: usize, hash: u64) {
+        let Shard { keys, pos, .. } = self;
+        pos.insert_unique(hash, i as u32, |&j| hash_key(&keys[j as usize].0));
+    }
+
+    fn touch(&mut self, key: &[u8], hash: u64) {
+        if let Some(i) = self.find(key, hash) {
             self.keys[i].1 = MAX_CLOCK;
             return;
         }
@@ -31,8 +64,8 @@ impl Shard {
             return;
         }
         if self.keys.len() < self.capacity {
-            self.pos.insert(key.to_vec(), self.keys.len());
-            self.keys.push((key.to_vec(), 0));
+            self.keys.push((key.into(), 0));
+            self.index(self.keys.len() - 1, hash);
             return;
         }
         // NB: terminates within four sweeps: each pass decrements every clock.
@@ -40,21 +73,25 @@ impl Shard {
             let i = self.hand;
             self.hand = (self.hand + 1) % self.keys.len();
             if self.keys[i].1 == 0 {
-                let old = std::mem::replace(&mut self.keys[i], (key.to_vec(), 0));
-                self.pos.remove(&old.0);
-                self.pos.insert(key.to_vec(), i);
+                let old = hash_key(&self.keys[i].0);
+                if let Ok(entry) = self.pos.find_entry(old, |&j| j as usize == i) {
+                    entry.remove();
+                }
+                self.keys[i] = (key.into(), 0);
+                self.index(i, hash);
                 return;
             }
             self.keys[i].1 -= 1;
         }
     }
+
+    fn clock(&self, key: &[u8], hash: u64) -> Option<u8> {
+        self.find(key, hash).map(|i| self.keys[i].1)
+    }
 }
 
-/// Concurrent, bounded key -> clock map.
 pub(crate) struct Tracker {
     shards: Vec<Mutex<Shard>>,
-    /// NB: a fixed hasher: the same accesses give the same clocks in every run.
-    hasher: std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
 }
 
 impl Tracker {
@@ -62,35 +99,27 @@ impl Tracker {
     pub fn new(capacity: usize) -> Tracker {
         let per = capacity.div_ceil(SHARDS);
         Tracker {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        keys: Vec::new(),
-                        pos: HashMap::new(),
-                        hand: 0,
-                        capacity: per,
-                    })
-                })
-                .collect(),
-            hasher: Default::default(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new(per))).collect(),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
-        let mut h = self.hasher.build_hasher();
-        h.write(key);
-        &self.shards[h.finish() as usize % SHARDS]
+    /// `key`'s hash and shard. NB: the shard from bits the table's buckets and tags do not
+    /// use much (its low bits and its top seven).
+    fn shard(&self, key: &[u8]) -> (&Mutex<Shard>, u64) {
+        let hash = hash_key(key);
+        (&self.shards[(hash >> 32) as usize % SHARDS], hash)
     }
 
     /// Records an access to `key`.
     pub fn touch(&self, key: &[u8]) {
-        self.shard(key).lock().touch(key);
+        let (shard, hash) = self.shard(key);
+        shard.lock().touch(key, hash);
     }
 
     /// The clock of `key`, `None` if it is not tracked.
     pub fn clock(&self, key: &[u8]) -> Option<u8> {
-        let shard = self.shard(key).lock();
-        shard.pos.get(key).map(|&i| shard.keys[i].1)
+        let (shard, hash) = self.shard(key);
+        shard.lock().clock(key, hash)
     }
 
     /// How many tracked keys have each clock value.
@@ -178,22 +207,19 @@ mod tests {
     #[test]
     fn sweep_evicts_cold_keys_first() {
         // One shard's worth: a single-shard view through a tiny tracker.
-        let mut s = Shard {
-            keys: Vec::new(),
-            pos: HashMap::new(),
-            hand: 0,
-            capacity: 3,
-        };
-        s.touch(b"hot");
-        s.touch(b"hot");
-        s.touch(b"cold1");
-        s.touch(b"cold2");
-        s.touch(b"new");
-        assert!(s.pos.contains_key(b"hot".as_slice()));
-        assert!(!s.pos.contains_key(b"cold1".as_slice()));
-        assert!(s.pos.contains_key(b"new".as_slice()));
+        let mut s = Shard::new(3);
+        let touch = |s: &mut Shard, key: &[u8]| s.touch(key, hash_key(key));
+        let clock = |s: &Shard, key: &[u8]| s.clock(key, hash_key(key));
+        touch(&mut s, b"hot");
+        touch(&mut s, b"hot");
+        touch(&mut s, b"cold1");
+        touch(&mut s, b"cold2");
+        touch(&mut s, b"new");
+        assert_eq!(clock(&s, b"cold1"), None);
+        assert_eq!(clock(&s, b"new"), Some(0));
         // The sweep decremented the hot key it passed.
-        assert_eq!(s.keys[s.pos[b"hot".as_slice()]].1, 2);
+        assert_eq!(clock(&s, b"hot"), Some(2));
+        assert_eq!(s.pos.len(), 3, "the evicted key left the index");
     }
 
     #[test]
