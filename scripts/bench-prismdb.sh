@@ -71,14 +71,14 @@ run() {
 for share in $SHARES; do
     budget=$((data_bytes * share / 100))
     for w in $WORKLOADS; do
-        run "$share-$w" --workload "$w" --warmup "$(warmup "$w")" --compare "$COMPARE" \
+        wu=$(warmup "$w")
+        run "$share-$w" --workload "$w" --warmup "$wu" --compare "$COMPARE" \
             --tier "fast=$LAB_FAST/prismdb" --tier "capacity=$LAB_CAPACITY/prismdb" \
             --tier-capacity "fast=$budget" --device "capacity=$LAB_CAPACITY_DEV"
         if [ "$share" = 10 ] && [ "$BASELINES" = 1 ]; then
-            run "$share-$w-rocksdb-fast" --workload "$w" --warmup "$(warmup "$w")" --engine rocksdb \
+            run "$share-$w-rocksdb-fast" --workload "$w" --warmup "$wu" --engine rocksdb \
                 --tier "fast=$LAB_FAST/prismdb" --device "fast=$LAB_FAST_DEV"
-            run "$share-$w-rocksdb-capacity" --workload "$w" --warmup "$(warmup "$w")" \
-                --engine rocksdb \
+            run "$share-$w-rocksdb-capacity" --workload "$w" --warmup "$wu" --engine rocksdb \
                 --tier "capacity=$LAB_CAPACITY/prismdb" --device "capacity=$LAB_CAPACITY_DEV"
         fi
     done

@@ -557,11 +557,15 @@ impl HotStore {
         // Where each touched page's image starts in the journal, in (class, page) order: the
         // pages are composed in the journal's own buffer, so a job holds its pages once.
         let mut images: BTreeMap<(usize, u64), usize> = BTreeMap::new();
+        // Each write's page and offset in it.
+        let mut targets = Vec::with_capacity(writes.len());
         for (loc, _) in &writes {
             let slab = &self.slabs[loc.class];
             slab.ensure(loc.slot + 1)?;
-            let page = slab::slot_offset(slab.slot_size, loc.slot) / slab::PAGE as u64;
-            images.insert((loc.class, page), 0);
+            let offset = slab::slot_offset(slab.slot_size, loc.slot);
+            let page = (loc.class, offset / slab::PAGE as u64);
+            images.insert(page, 0);
+            targets.push((page, (offset % slab::PAGE as u64) as usize));
         }
         let mut journal = Vec::with_capacity(28 + images.len() * (14 + slab::PAGE));
         journal.extend_from_slice(JOURNAL_MAGIC);
@@ -576,10 +580,8 @@ impl HotStore {
             journal.resize(*at + slab::PAGE, 0);
             self.slabs[*class].read_page_into(*page, &mut journal[*at..])?;
         }
-        for (loc, bytes) in &writes {
-            let offset = slab::slot_offset(self.slabs[loc.class].slot_size, loc.slot);
-            let page = offset / slab::PAGE as u64;
-            let at = images[&(loc.class, page)] + (offset % slab::PAGE as u64) as usize;
+        for ((_, bytes), (page, in_page)) in writes.iter().zip(targets) {
+            let at = images[&page] + in_page;
             journal[at..at + bytes.len()].copy_from_slice(bytes);
         }
         for &at in images.values() {

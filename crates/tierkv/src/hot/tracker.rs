@@ -10,6 +10,7 @@ use hashbrown::HashTable;
 use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 
+/// Highest clock value (2 bits).
 pub(crate) const MAX_CLOCK: u8 = 3;
 const SHARDS: usize = 16;
 
@@ -90,6 +91,7 @@ impl Shard {
     }
 }
 
+/// Concurrent, bounded key -> clock map.
 pub(crate) struct Tracker {
     shards: Vec<Mutex<Shard>>,
 }
