@@ -591,6 +591,7 @@ enum Outstanding {
 }
 
 fn main() {
+    tierkv::bound_heap_retention();
     let args = Args::parse();
     if let Err(e) = run(&args) {
         eprintln!("tierkv-bench: {e:#}");

@@ -11,6 +11,7 @@ use tierkv_server::config::{Args, ServerConfig};
 use tierkv_server::server::{self, Server};
 
 fn main() -> ExitCode {
+    tierkv::bound_heap_retention();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

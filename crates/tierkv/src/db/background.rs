@@ -322,7 +322,7 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
     }
     db.delete_obsolete_files();
     db.open_capacity_tables();
-    release_free_heap();
+    crate::heap::release_free_heap();
     db.bg_cv.notify_all();
     db.progress_cv.notify_all();
 }
@@ -376,47 +376,6 @@ impl Drop for Held<'_> {
         self.db.progress_cv.notify_all();
     }
 }
-
-/// Hands heap memory freed by finished jobs back to the OS: glibc only, and at most once per
-/// [`TRIM_EVERY`] in the process (the heap is the process's, however many databases it opens).
-///
-/// Why: a job frees megabytes at once (a flushed memtable, read-ahead windows and output
-/// buffers of a compaction), often in a background thread's own malloc arena, where glibc
-/// keeps it. After a load the engine's RSS stayed 80 MiB above RocksDB's with the same block
-/// cache, and in a memory-bounded process that came out of the page cache serving the
-/// capacity tier's reads (BENCHMARKS.md, build 8). `malloc_trim` returns free pages of every
-/// arena.
-/// NB: not after every job. A trim holds each arena's lock while it walks it: 4 ms typically,
-/// up to 32 ms, during which threads allocating there wait; trimming after each flush of a
-/// write-only run put 24 ms writes in multiphase's burst.
-fn release_free_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        use std::sync::OnceLock;
-        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-        static LAST_TRIM_MS: AtomicU64 = AtomicU64::new(0);
-        let now_ms = EPOCH
-            .get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_millis() as u64;
-        let last = LAST_TRIM_MS.load(Ordering::Relaxed);
-        let due = now_ms >= last + TRIM_EVERY.as_millis() as u64;
-        if due
-            && LAST_TRIM_MS
-                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            // SAFETY: malloc_trim only releases pages on the allocator's own free lists.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-        }
-    }
-}
-
-/// Least time between two heap trims ([`release_free_heap`]).
-const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Writes the oldest immutable memtable to L0 and drops it from the list.
 fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {

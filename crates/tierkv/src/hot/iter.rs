@@ -152,15 +152,29 @@ impl HotStore {
                 Box::new(keys)
             };
             let mut scanned = 0;
+            let mut visible: Vec<(Vec<u8>, HotVersion)> = Vec::new();
             for (k, vs) in keys {
                 scanned += 1;
-                if let Some(entry) = self.visible_entry(k, vs, seq)? {
-                    entries.push(entry);
+                if let Some(v) = visible_version(vs, seq) {
+                    visible.push((k.clone(), v));
                 }
-                if entries.len() >= limit || scanned >= limit * SCAN_FACTOR {
+                if visible.len() >= limit || scanned >= limit * SCAN_FACTOR {
                     stopped_at = Some(k.clone());
                     break;
                 }
+            }
+            // NB: still under the index lock, so no slot of the chunk is freed and reused.
+            let mut values = self.read_values(&visible)?.into_iter();
+            let slot_reads = values.len() as u64;
+            self.counters
+                .iterator_slot_reads
+                .fetch_add(slot_reads, Ordering::Relaxed);
+            for (user_key, v) in visible {
+                let (kind, value) = match v.kind {
+                    SlotKind::Value => (ValueKind::Value, values.next().unwrap_or_default()),
+                    _ => (ValueKind::Deletion, Vec::new()),
+                };
+                entries.push((key::internal_key(&user_key, v.seq, kind), value));
             }
         }
         let stopped = stopped_at.is_some();
@@ -181,36 +195,16 @@ impl HotStore {
             stopped,
         })
     }
+}
 
-    /// The entry of `user_key`'s newest version at or below `seq`, if that is in a slot.
-    fn visible_entry(
-        &self,
-        user_key: &[u8],
-        versions: &[HotVersion],
-        seq: SeqNo,
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let Some(v) = versions.iter().find(|v| v.seq <= seq) else {
-            return Ok(None);
-        };
-        let entry = match v.kind {
-            // NB: the LSM holds it, in a table or memtable of the iterator's view.
-            SlotKind::InLsm => return Ok(None),
-            SlotKind::Deletion => (
-                key::internal_key(user_key, v.seq, ValueKind::Deletion),
-                Vec::new(),
-            ),
-            SlotKind::Value => {
-                self.counters
-                    .iterator_slot_reads
-                    .fetch_add(1, Ordering::Relaxed);
-                (
-                    key::internal_key(user_key, v.seq, ValueKind::Value),
-                    self.read_value(user_key, v)?,
-                )
-            }
-        };
-        Ok(Some(entry))
-    }
+/// The newest of `versions` at or below `seq` if it is in a slot (a value or a delete; an
+/// `InLsm` marker's version is in a table or memtable of the iterator's view).
+fn visible_version(versions: &[HotVersion], seq: SeqNo) -> Option<HotVersion> {
+    versions
+        .iter()
+        .find(|v| v.seq <= seq)
+        .filter(|v| v.kind != SlotKind::InLsm)
+        .copied()
 }
 
 /// The entries of a demotion's objects with user keys in `range`, at or below `seq`.

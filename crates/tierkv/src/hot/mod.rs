@@ -61,8 +61,9 @@ const JOURNAL: &str = "HOT-JOURNAL";
 const JOURNAL_MAGIC: &[u8; 8] = b"TKVHOTJ1";
 /// A free slot's header.
 const CLEAR: [u8; slab::HEADER] = [0; slab::HEADER];
-/// Most slots one job clears: its journal holds at most this many 4 KiB pages.
-const CLEARS_PER_JOB: usize = 1024;
+/// Most slot writes one journalled job takes: its journal holds at most this many 4 KiB
+/// pages.
+const WRITES_PER_JOB: usize = 1024;
 /// Demotion starts above this share of the budget...
 const HIGH_WATERMARK: f64 = 0.98;
 /// ...and stops at this one.
@@ -511,13 +512,33 @@ impl HotStore {
     /// Reads version `v` of `user_key` (the index lock held, so its slot is not reused).
     fn read_value(&self, user_key: &[u8], v: &HotVersion) -> Result<Vec<u8>> {
         let slab = &self.slabs[v.loc.class];
-        let slot = slab
-            .read_slot(v.loc.slot)?
-            .ok_or_else(|| slab.corruption(v.loc.slot, "indexed slot is free"))?;
-        if slot.seq != v.seq || slot.key != user_key {
-            return Err(slab.corruption(v.loc.slot, "slot holds another version"));
+        checked_value(slab, user_key, v, slab.read_slot(v.loc.slot)?)
+    }
+
+    /// The values of `versions`' `Value` versions, in order, read many at a time
+    /// ([`SlabFile::read_slots`]); checked like [`HotStore::read_value`]'s.
+    fn read_values(&self, versions: &[(Vec<u8>, HotVersion)]) -> Result<Vec<Vec<u8>>> {
+        let wanted: Vec<(usize, &[u8], &HotVersion)> = versions
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, v))| v.kind == SlotKind::Value)
+            .map(|(i, (k, v))| (i, k.as_slice(), v))
+            .collect();
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; wanted.len()];
+        for (class, slab) in self.slabs.iter().enumerate() {
+            let of_class: Vec<usize> = (0..wanted.len())
+                .filter(|&w| wanted[w].2.loc.class == class)
+                .collect();
+            if of_class.is_empty() {
+                continue;
+            }
+            let slots: Vec<u64> = of_class.iter().map(|&w| wanted[w].2.loc.slot).collect();
+            for (&w, slot) in of_class.iter().zip(slab.read_slots(&slots)) {
+                let (_, user_key, v) = wanted[w];
+                values[w] = Some(checked_value(slab, user_key, v, slot?)?);
+            }
         }
-        Ok(slot.value)
+        Ok(values.into_iter().map(|v| v.unwrap_or_default()).collect())
     }
 
     /// Bytes of the slab files on tier 0 (they grow in steps of 64 pages, never shrink).
@@ -540,13 +561,36 @@ impl HotStore {
             .map(|v| v.seq)
     }
 
-    /// Runs a job's slot writes (`(slot, bytes)`, applied in order) crash-safely. The pages
-    /// they touch are composed in memory and written, with the in-flight marker
-    /// `(log_number, lowest)`, to the journal (atomically and durably) before any is written in
-    /// place; then the slabs are synced. A crash can tear or drop in-place page writes (and
-    /// with them neighbouring slots of committed data); recovery rewrites the journal's pages
-    /// first, so the job is either not started or complete.
+    /// Runs slot writes (`(slot, bytes)`, applied in order) crash-safely, as journalled jobs
+    /// ([`HotStore::run_one_job`]) of at most `WRITES_PER_JOB` writes each, so a job's
+    /// journal (which holds its pages) stays a few MiB however large a flush is. Each job is
+    /// atomic on its own, under the same in-flight marker: a crash between two leaves the
+    /// first one's slots, which recovery treats as it treats any slot of the marker's flush
+    /// (ignored if that flush never committed: the WAL replays it), and clears or promoted
+    /// copies, which are safe alone (see `docs/hot-tier.md`, "Crash safety").
     fn run_job(&self, log_number: u64, lowest: SeqNo, writes: Vec<(Loc, Vec<u8>)>) -> Result<()> {
+        let mut writes = writes.into_iter().peekable();
+        loop {
+            let job: Vec<(Loc, Vec<u8>)> = writes.by_ref().take(WRITES_PER_JOB).collect();
+            self.run_one_job(log_number, lowest, job)?;
+            if writes.peek().is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs one job's slot writes crash-safely. The pages they touch are composed in memory
+    /// and written, with the in-flight marker `(log_number, lowest)`, to the journal
+    /// (atomically and durably) before any is written in place; then the slabs are synced. A
+    /// crash can tear or drop in-place page writes (and with them neighbouring slots of
+    /// committed data); recovery rewrites the journal's pages first, so the job is either not
+    /// started or complete.
+    fn run_one_job(
+        &self,
+        log_number: u64,
+        lowest: SeqNo,
+        writes: Vec<(Loc, Vec<u8>)>,
+    ) -> Result<()> {
         let mut marker = self.marker.lock();
         // NB: recovery flushes several memtables under one log number: the marker covers all.
         let lowest = match *marker {
@@ -572,7 +616,17 @@ impl HotStore {
         journal.extend_from_slice(&log_number.to_le_bytes());
         journal.extend_from_slice(&lowest.to_le_bytes());
         journal.extend_from_slice(&(images.len() as u32).to_le_bytes());
-        for ((class, page), at) in images.iter_mut() {
+        // Pages are hinted `PREFETCH_AHEAD` ahead of their read, so that many reads are in
+        // flight at once while the cache holds at most a window of them.
+        let pages: Vec<(usize, u64)> = images.keys().copied().collect();
+        let prefetch = |i: usize| {
+            if let Some(&(class, page)) = pages.get(i) {
+                self.slabs[class].prefetch_page(page);
+            }
+        };
+        (0..slab::PREFETCH_AHEAD).for_each(prefetch);
+        for (i, ((class, page), at)) in images.iter_mut().enumerate() {
+            prefetch(i + slab::PREFETCH_AHEAD);
             journal.extend_from_slice(&(*class as u16).to_le_bytes());
             journal.extend_from_slice(&page.to_le_bytes());
             journal.extend_from_slice(&[0; 4]); // the image's CRC, once composed
@@ -600,20 +654,16 @@ impl HotStore {
         Ok(())
     }
 
-    /// Clears the headers of `slots` (freed, their objects committed elsewhere) in jobs of
-    /// at most `CLEARS_PER_JOB` slots, so that a job's journal stays a few MiB however many
-    /// slots a demotion frees. Each job is atomic on its own; a crash between two leaves
-    /// slots whose objects also live in tables, which recovery accepts as it accepts clears
-    /// deferred to the next job.
+    /// Clears the headers of `slots` (freed, their objects committed elsewhere), in slot
+    /// order. A crash between two of its jobs ([`HotStore::run_job`]) leaves slots whose
+    /// objects also live in tables, which recovery accepts as it accepts clears deferred to
+    /// the next job.
     fn clear_slots(&self, log_number: u64, slots: impl Iterator<Item = Loc>) -> Result<()> {
         let mut slots: Vec<Loc> = slots.collect();
         slots.sort_unstable_by_key(|l| (l.class, l.slot));
         slots.dedup();
-        for chunk in slots.chunks(CLEARS_PER_JOB) {
-            let writes = chunk.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
-            self.run_job(log_number, SeqNo::MAX, writes)?;
-        }
-        Ok(())
+        let writes = slots.into_iter().map(|loc| (loc, CLEAR.to_vec())).collect();
+        self.run_job(log_number, SeqNo::MAX, writes)
     }
 
     /// Takes `batch` (a flushed memtable's entries): every key already in the store, and
@@ -1084,6 +1134,7 @@ impl HotStore {
         victims: Vec<(Vec<u8>, HotVersion)>,
         average: Option<u32>,
     ) -> Result<Demotion> {
+        let mut values = self.read_values(&victims)?.into_iter();
         let mut entries = Vec::new();
         for (k, v) in &victims {
             match v.kind {
@@ -1093,7 +1144,7 @@ impl HotStore {
                 }
                 SlotKind::Value => entries.push((
                     key::internal_key(k, v.seq, ValueKind::Value),
-                    self.read_value(k, v)?,
+                    values.next().expect("a value per value version"),
                 )),
             }
         }
@@ -1269,6 +1320,21 @@ fn gc_versions(versions: &mut Versions, needed: &dyn Fn(SeqNo, SeqNo) -> bool) -
     freed
 }
 
+/// The value of version `v` of `user_key` from its decoded `slot` of `slab`; a free slot or
+/// one holding another version is corruption naming the slot.
+fn checked_value(
+    slab: &SlabFile,
+    user_key: &[u8],
+    v: &HotVersion,
+    slot: Option<slab::Slot>,
+) -> Result<Vec<u8>> {
+    let slot = slot.ok_or_else(|| slab.corruption(v.loc.slot, "indexed slot is free"))?;
+    if slot.seq != v.seq || slot.key != user_key {
+        return Err(slab.corruption(v.loc.slot, "slot holds another version"));
+    }
+    Ok(slot.value)
+}
+
 /// The last job's journal: its marker and the pages it wrote in place.
 pub(crate) struct Journal {
     pub log_number: u64,
@@ -1411,7 +1477,7 @@ mod tests {
         };
         // The largest class holds one slot per page: a job's journal holds a page per slot.
         let class = CLASS_SIZES.len() - 1;
-        let n = 2 * CLEARS_PER_JOB + 7;
+        let n = 2 * WRITES_PER_JOB + 7;
         let slots = || (0..n as u64).map(|slot| Loc { class, slot });
         let store = open();
         let writes = slots()
@@ -1434,6 +1500,54 @@ mod tests {
         );
         drop(store);
         assert_eq!(open().stats().objects, 0, "every slot cleared");
+    }
+
+    #[test]
+    fn a_flush_larger_than_one_job_torn_between_its_jobs_leaves_nothing_of_it_after_recovery() {
+        let opts = HotTierOptions {
+            mode: crate::options::HotTier::Slab,
+            ..HotTierOptions::default()
+        };
+        let dir = Path::new("/hot");
+        let class = CLASS_SIZES.len() - 1;
+        let n = 2 * WRITES_PER_JOB + 7;
+        // A flush under MANIFEST log number 1 writing sequences 100.. (its lowest is 100).
+        let writes = || -> Vec<(Loc, Vec<u8>)> {
+            (0..n as u64)
+                .map(|slot| {
+                    let key = format!("key{slot:06}");
+                    let bytes =
+                        slab::encode_slot(100 + slot, SlotKind::Value, key.as_bytes(), b"v");
+                    (Loc { class, slot }, bytes)
+                })
+                .collect()
+        };
+        let open = |fs: &Arc<dyn Fs>| HotStore::open(fs, dir, &opts, 1, 0, false, false);
+        // The operations the whole flush takes, to fail it at points spread across its jobs.
+        let fault = FaultFs::new(0);
+        let fs: Arc<dyn Fs> = fault.clone();
+        let store = open(&fs).unwrap().0;
+        let before = fault.op_count();
+        store.run_job(1, 100, writes()).unwrap();
+        let ops = fault.op_count() - before;
+        assert_eq!(
+            fs.file_size(&dir.join(JOURNAL)).unwrap(),
+            28 + 7 * (14 + slab::PAGE as u64),
+            "the flush ran as three jobs, the last of 7 pages"
+        );
+        for fail_at in (0..ops).step_by((ops / 16).max(1) as usize) {
+            let fault = FaultFs::new(fail_at);
+            let fs: Arc<dyn Fs> = fault.clone();
+            let store = open(&fs).unwrap().0;
+            fault.fail_after(fail_at, crate::env::FaultKind::Io, false);
+            let _ = store.run_job(1, 100, writes());
+            drop(store);
+            fault.clear_faults();
+            fault.crash(crate::env::CrashPolicy::KeepRandomPages);
+            // The MANIFEST still names log 1: the flush never committed, the WAL replays it.
+            let (store, _) = open(&fs).unwrap();
+            assert_eq!(store.stats().objects, 0, "failed after {fail_at} of {ops}");
+        }
     }
 
     #[test]
