@@ -26,6 +26,10 @@ def records(path):
 
 
 def capacity_per_user_byte(r, key="written_per_user_byte"):
+    # A run phase without writes (ycsb-c) has no user bytes to divide by.
+    writes = set(r["latency_us"]) - {"all", "read", "scan"}
+    if key == "run_written_per_user_byte" and not writes:
+        return "-"
     # A one-tier run on the fast tier writes nothing to the capacity tier.
     cap = r["tiers"].get("capacity")
     if not cap:
