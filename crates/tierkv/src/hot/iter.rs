@@ -164,15 +164,15 @@ impl HotStore {
                 }
             }
             // NB: still under the index lock, so no slot of the chunk is freed and reused.
-            let mut values = self.read_values(&visible)?.into_iter();
-            let slot_reads = values.len() as u64;
+            let values = self.read_values(&visible)?;
+            let slot_reads = visible.iter().filter(|(_, v)| v.kind == SlotKind::Value);
             self.counters
                 .iterator_slot_reads
-                .fetch_add(slot_reads, Ordering::Relaxed);
-            for (user_key, v) in visible {
-                let (kind, value) = match v.kind {
-                    SlotKind::Value => (ValueKind::Value, values.next().unwrap_or_default()),
-                    _ => (ValueKind::Deletion, Vec::new()),
+                .fetch_add(slot_reads.count() as u64, Ordering::Relaxed);
+            for ((user_key, v), value) in visible.into_iter().zip(values) {
+                let kind = match v.kind {
+                    SlotKind::Value => ValueKind::Value,
+                    _ => ValueKind::Deletion,
                 };
                 entries.push((key::internal_key(&user_key, v.seq, kind), value));
             }

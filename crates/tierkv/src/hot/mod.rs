@@ -515,30 +515,25 @@ impl HotStore {
         checked_value(slab, user_key, v, slab.read_slot(v.loc.slot)?)
     }
 
-    /// The values of `versions`' `Value` versions, in order, read many at a time
-    /// ([`SlabFile::read_slots`]); checked like [`HotStore::read_value`]'s.
+    /// The value of each of `versions` (empty for a version that is not a `Value`), read
+    /// many at a time, a slab file at a time in slot order ([`SlabFile::read_slots`]);
+    /// checked like [`HotStore::read_value`]'s.
     fn read_values(&self, versions: &[(Vec<u8>, HotVersion)]) -> Result<Vec<Vec<u8>>> {
-        let wanted: Vec<(usize, &[u8], &HotVersion)> = versions
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, v))| v.kind == SlotKind::Value)
-            .map(|(i, (k, v))| (i, k.as_slice(), v))
+        let loc = |i: usize| versions[i].1.loc;
+        let mut order: Vec<usize> = (0..versions.len())
+            .filter(|&i| versions[i].1.kind == SlotKind::Value)
             .collect();
-        let mut values: Vec<Option<Vec<u8>>> = vec![None; wanted.len()];
-        for (class, slab) in self.slabs.iter().enumerate() {
-            let of_class: Vec<usize> = (0..wanted.len())
-                .filter(|&w| wanted[w].2.loc.class == class)
-                .collect();
-            if of_class.is_empty() {
-                continue;
-            }
-            let slots: Vec<u64> = of_class.iter().map(|&w| wanted[w].2.loc.slot).collect();
-            for (&w, slot) in of_class.iter().zip(slab.read_slots(&slots)) {
-                let (_, user_key, v) = wanted[w];
-                values[w] = Some(checked_value(slab, user_key, v, slot?)?);
+        order.sort_unstable_by_key(|&i| (loc(i).class, loc(i).slot));
+        let mut values = vec![Vec::new(); versions.len()];
+        for group in order.chunk_by(|&a, &b| loc(a).class == loc(b).class) {
+            let slab = &self.slabs[loc(group[0]).class];
+            let slots: Vec<u64> = group.iter().map(|&i| loc(i).slot).collect();
+            for (&i, slot) in group.iter().zip(slab.read_slots(&slots)) {
+                let (user_key, v) = &versions[i];
+                values[i] = checked_value(slab, user_key, v, slot?)?;
             }
         }
-        Ok(values.into_iter().map(|v| v.unwrap_or_default()).collect())
+        Ok(values)
     }
 
     /// Bytes of the slab files on tier 0 (they grow in steps of 64 pages, never shrink).
@@ -616,17 +611,13 @@ impl HotStore {
         journal.extend_from_slice(&log_number.to_le_bytes());
         journal.extend_from_slice(&lowest.to_le_bytes());
         journal.extend_from_slice(&(images.len() as u32).to_le_bytes());
-        // Pages are hinted `PREFETCH_AHEAD` ahead of their read, so that many reads are in
-        // flight at once while the cache holds at most a window of them.
+        // Many page reads in flight at once, the cache holding at most a window of them.
         let pages: Vec<(usize, u64)> = images.keys().copied().collect();
-        let prefetch = |i: usize| {
-            if let Some(&(class, page)) = pages.get(i) {
-                self.slabs[class].prefetch_page(page);
-            }
-        };
-        (0..slab::PREFETCH_AHEAD).for_each(prefetch);
-        for (i, ((class, page), at)) in images.iter_mut().enumerate() {
-            prefetch(i + slab::PREFETCH_AHEAD);
+        let hinted = slab::hinted_ahead(pages.len(), |i| {
+            let (class, page) = pages[i];
+            self.slabs[class].prefetch_page(page);
+        });
+        for (((class, page), at), _) in images.iter_mut().zip(hinted) {
             journal.extend_from_slice(&(*class as u16).to_le_bytes());
             journal.extend_from_slice(&page.to_le_bytes());
             journal.extend_from_slice(&[0; 4]); // the image's CRC, once composed
@@ -1134,18 +1125,17 @@ impl HotStore {
         victims: Vec<(Vec<u8>, HotVersion)>,
         average: Option<u32>,
     ) -> Result<Demotion> {
-        let mut values = self.read_values(&victims)?.into_iter();
+        let values = self.read_values(&victims)?;
         let mut entries = Vec::new();
-        for (k, v) in &victims {
+        for ((k, v), value) in victims.iter().zip(values) {
             match v.kind {
                 SlotKind::InLsm => {}
                 SlotKind::Deletion => {
                     entries.push((key::internal_key(k, v.seq, ValueKind::Deletion), Vec::new()))
                 }
-                SlotKind::Value => entries.push((
-                    key::internal_key(k, v.seq, ValueKind::Value),
-                    values.next().expect("a value per value version"),
-                )),
+                SlotKind::Value => {
+                    entries.push((key::internal_key(k, v.seq, ValueKind::Value), value))
+                }
             }
         }
         Ok(Demotion {

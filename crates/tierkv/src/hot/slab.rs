@@ -23,7 +23,19 @@ pub(crate) const CLASS_SIZES: [usize; 13] = [
 /// Pages a slab file grows by.
 const GROW_PAGES: u64 = 64;
 /// Page reads hinted ahead of the one read, where many are read in turn: 1 MiB in flight.
-pub(crate) const PREFETCH_AHEAD: usize = 256;
+const PREFETCH_AHEAD: usize = 256;
+
+/// The positions `0..len` of reads done in turn, calling `hint(i)` for read `i` when read
+/// `i - PREFETCH_AHEAD` is next (the first `PREFETCH_AHEAD` at once), so many reads are in
+/// flight while the OS cache holds at most a window of them.
+pub(crate) fn hinted_ahead(len: usize, hint: impl Fn(usize)) -> impl Iterator<Item = usize> {
+    (0..PREFETCH_AHEAD.min(len)).for_each(&hint);
+    (0..len).inspect(move |&i| {
+        if i + PREFETCH_AHEAD < len {
+            hint(i + PREFETCH_AHEAD);
+        }
+    })
+}
 
 /// What a slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,20 +238,8 @@ impl SlabFile {
     /// ahead, so a demotion's (or an iterator chunk's) many random slot reads overlap
     /// instead of each waiting a device's latency in turn.
     pub fn read_slots(&self, indexes: &[u64]) -> Vec<Result<Option<Slot>>> {
-        let decode = |index: u64, buf: Result<Vec<u8>>| {
-            buf.and_then(|b| decode_slot(&b).map_err(|what| self.corruption(index, what)))
-        };
-        let prefetch = |at: usize| {
-            if let Some(&i) = indexes.get(at) {
-                self.prefetch_slot(i);
-            }
-        };
-        (0..PREFETCH_AHEAD).for_each(prefetch);
-        (0..indexes.len())
-            .map(|at| {
-                prefetch(at + PREFETCH_AHEAD);
-                decode(indexes[at], self.read(indexes[at]))
-            })
+        hinted_ahead(indexes.len(), |at| self.prefetch_slot(indexes[at]))
+            .map(|at| self.read_slot(indexes[at]))
             .collect()
     }
 
