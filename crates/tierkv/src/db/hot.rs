@@ -27,7 +27,7 @@ use crate::compaction::EntryFilter;
 use crate::error::Result;
 use crate::hot::admit::FlushBatch;
 use crate::hot::iter::Reader;
-use crate::hot::{Clears, Demotion, Entries, HotPartitions, HotStore, VecIter};
+use crate::hot::{Clears, Demotion, Entries, HotPartitions, HotRead, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::MemTable;
@@ -46,7 +46,8 @@ pub(super) enum HotAnswer {
     Found(Option<Vec<u8>>),
     /// The LSM answers, from the view's version.
     Lsm,
-    /// A demotion moved objects to a table since the view was taken: take a new view.
+    /// A demotion moved objects to a table since the view was taken, or (a read at no
+    /// snapshot) a flush freed the version the read sees: take a new view.
     Retry,
 }
 
@@ -66,8 +67,10 @@ impl DbInner {
         let Some(hot) = &self.hot else {
             return Ok(HotAnswer::Lsm);
         };
-        if let Some(answer) = hot.get(user_key, view.seq)? {
-            return Ok(HotAnswer::Found(answer));
+        match hot.get(user_key, view.seq)? {
+            HotRead::Found(answer) => return Ok(HotAnswer::Found(answer)),
+            HotRead::OnlyNewer if !view.at_snapshot => return Ok(HotAnswer::Retry),
+            HotRead::Lsm | HotRead::OnlyNewer => {}
         }
         if hot.epoch() != view.hot_epoch {
             return Ok(HotAnswer::Retry);

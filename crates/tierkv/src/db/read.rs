@@ -24,6 +24,9 @@ pub(super) struct ReadView {
     pub seq: SeqNo,
     /// The hot store's demotion epoch, read before the version (see `db::hot`).
     pub hot_epoch: u64,
+    /// Whether the read is at a snapshot the caller holds (whose versions are kept), not
+    /// at the last sequence of its start.
+    pub at_snapshot: bool,
 }
 
 impl DbInner {
@@ -47,6 +50,7 @@ impl DbInner {
             version,
             seq,
             hot_epoch,
+            at_snapshot: opts.snapshot.is_some(),
         }
     }
 

@@ -89,6 +89,21 @@ pub(crate) struct HotVersion {
     pub overlaps: bool,
 }
 
+/// The store's answer for a point read.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum HotRead {
+    /// The version the read sees: a value, or `None` for a delete.
+    Found(Option<Vec<u8>>),
+    /// The LSM answers: the key is not here, or the version the read sees is an `InLsm`
+    /// marker.
+    Lsm,
+    /// Only versions newer than the read's sequence are here. At a snapshot the LSM answers
+    /// (versions a snapshot reads are kept, so the key entered the store after it). A read at
+    /// no snapshot may have lost the race with a flush that superseded and freed the version
+    /// it sees: it reads again at a newer sequence.
+    OnlyNewer,
+}
+
 /// A key's versions in the store, newest first: nearly always one, kept inline (a key's
 /// own allocation for it would take as much memory again as the version).
 pub(crate) type Versions = smallvec::SmallVec<[HotVersion; 1]>;
@@ -386,32 +401,80 @@ impl HotStore {
         Ok((store, max_seq))
     }
 
-    /// The store's answer for `user_key` at `seq`: `Some(value, or None for a delete)`, or
-    /// `None` if the LSM must answer (the key is not here, only newer versions are, or its
-    /// newest visible version is in the LSM).
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Option<Vec<u8>>>> {
-        let index = self.index.read();
-        let Some(v) = index
-            .map
-            .get(user_key)
-            .and_then(|vs| vs.iter().find(|v| v.seq <= seq))
-        else {
-            return Ok(None);
+    /// The store's answer for a point read of `user_key` at `seq` ([`HotRead`]).
+    ///
+    /// The slot is read without the index lock, so a read that waits on the device holds up
+    /// no flush (a writer waiting for the lock would hold up every reader behind it). The
+    /// slot may have been freed and reused meanwhile, or be read while a job rewrites its
+    /// page: the version is checked (key, sequence, checksum), and a read that fails the
+    /// check is done again under the lock, where no slot it indexes can change.
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
+        let v = match self.visible_version(&self.index.read(), user_key, seq) {
+            Ok(v) => v,
+            Err(answer) => return Ok(answer),
         };
-        let answer = match v.kind {
-            SlotKind::InLsm => return Ok(None),
+        let value = match v.kind {
+            SlotKind::InLsm => return Ok(HotRead::Lsm),
             SlotKind::Deletion => None,
-            SlotKind::Value => Some(self.read_value(user_key, v)?),
+            SlotKind::Value => match self.read_unlocked(user_key, &v) {
+                Some(value) => Some(value),
+                None => return self.get_locked(user_key, seq),
+            },
         };
+        Ok(self.counted_read(user_key, value))
+    }
+
+    /// [`HotStore::get`] with the slot read under the index lock.
+    fn get_locked(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
+        let index = self.index.read();
+        let v = match self.visible_version(&index, user_key, seq) {
+            Ok(v) => v,
+            Err(answer) => return Ok(answer),
+        };
+        let value = match v.kind {
+            SlotKind::InLsm => return Ok(HotRead::Lsm),
+            SlotKind::Deletion => None,
+            SlotKind::Value => Some(self.read_value(user_key, &v)?),
+        };
+        drop(index);
+        Ok(self.counted_read(user_key, value))
+    }
+
+    /// The version of `user_key` a read at `seq` sees (a copy), or the answer when it sees
+    /// none: [`HotRead::Lsm`] if the key is not here, [`HotRead::OnlyNewer`] if only newer
+    /// versions are. Under the weight policy the read counts in the key's weight, under the
+    /// index lock (`index`), so a demotion cannot drop the key in between.
+    fn visible_version(
+        &self,
+        index: &Index,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> std::result::Result<HotVersion, HotRead> {
+        let versions = index.map.get(user_key).ok_or(HotRead::Lsm)?;
+        let v = *versions
+            .iter()
+            .find(|v| v.seq <= seq)
+            .ok_or(HotRead::OnlyNewer)?;
         if let Some(w) = &self.weights {
-            // NB: under the index lock, so a demotion cannot drop the key in between.
             w.add(user_key, 1);
         }
-        drop(index);
+        Ok(v)
+    }
+
+    /// The value of `v` read without the index lock, or `None` if the slot no longer holds
+    /// exactly that version (freed and reused, or torn by a rewrite of its page) or could not
+    /// be read: the caller reads again under the lock, which reports real damage.
+    fn read_unlocked(&self, user_key: &[u8], v: &HotVersion) -> Option<Vec<u8>> {
+        let slot = self.slabs[v.loc.class].read_slot(v.loc.slot).ok()??;
+        (slot.seq == v.seq && slot.key == user_key).then_some(slot.value)
+    }
+
+    /// Counts a read the store answered with `value` (`None`: a delete).
+    fn counted_read(&self, user_key: &[u8], value: Option<Vec<u8>>) -> HotRead {
         self.tracker.touch(user_key);
         self.counters.reads_hot.fetch_add(1, Ordering::Relaxed);
         self.observe_reads();
-        Ok(Some(answer))
+        HotRead::Found(value)
     }
 
     /// Counts a point read the LSM answered.
@@ -1538,6 +1601,39 @@ mod tests {
             let (store, _) = open(&fs).unwrap();
             assert_eq!(store.stats().objects, 0, "failed after {fail_at} of {ops}");
         }
+    }
+
+    #[test]
+    fn a_read_below_every_version_left_says_so_and_a_reused_slot_is_read_again_not_reported() {
+        let fs: Arc<dyn Fs> = FaultFs::new(0);
+        let opts = HotTierOptions {
+            mode: crate::options::HotTier::Slab,
+            ..HotTierOptions::default()
+        };
+        let (store, _) = HotStore::open(&fs, Path::new("/hot"), &opts, 1, 0, false, false).unwrap();
+        let flush = |seq, k: &[u8], v: &[u8]| {
+            let mem = Arc::new(crate::memtable::MemTable::new(0));
+            mem.add(seq, ValueKind::Value, k, v);
+            let batch = admit::FlushBatch::read(&mut mem.iter()).unwrap();
+            store
+                .absorb_batch(batch, 1, &|_, _| false, &|_| false)
+                .unwrap();
+            store.commit(&|_, _| false);
+        };
+        flush(7, b"a", b"old");
+        let old = store.index.read().map[&b"a"[..]][0];
+        // Version 9 supersedes 7 and frees its slot; key b's version takes the slot.
+        flush(9, b"a", b"new");
+        flush(11, b"b", b"bbb");
+        assert_eq!(store.index.read().map[&b"b"[..]][0].loc, old.loc);
+        assert_eq!(store.read_unlocked(b"a", &old), None, "another version now");
+        // A read at 8 (no snapshot kept version 7) finds only a newer version.
+        assert_eq!(store.get(b"a", 8).unwrap(), HotRead::OnlyNewer);
+        assert_eq!(
+            store.get(b"a", 9).unwrap(),
+            HotRead::Found(Some(b"new".to_vec()))
+        );
+        assert_eq!(store.get(b"c", 20).unwrap(), HotRead::Lsm);
     }
 
     #[test]

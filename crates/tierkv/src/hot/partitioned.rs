@@ -13,7 +13,7 @@
 //! another count is refused, naming the option and the count the store was created with.
 
 use super::admit::FlushBatch;
-use super::{dir_holds_no_data, Entries, HotCounters, HotStore, SeqNo, DIR};
+use super::{dir_holds_no_data, Entries, HotCounters, HotRead, HotStore, SeqNo, DIR};
 use crate::env::Fs;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -198,7 +198,7 @@ impl HotPartitions {
     }
 
     /// [`HotStore::get`] in the key's partition.
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Option<Vec<u8>>>> {
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
         self.part_for(user_key).get(user_key, seq)
     }
 
@@ -439,7 +439,10 @@ mod tests {
         // NB: the MANIFEST's log number moved on: the flush that wrote the slot committed.
         let (tier, max_seq) = HotPartitions::open(&fs, dir0, &opts(4), 2, 0, false, false).unwrap();
         assert_eq!(max_seq, 7);
-        assert_eq!(tier.get(b"key", 7).unwrap(), Some(Some(b"value".to_vec())));
+        assert_eq!(
+            tier.get(b"key", 7).unwrap(),
+            HotRead::Found(Some(b"value".to_vec()))
+        );
         assert_eq!(tier.part_for(b"key").latest_seq(b"key"), Some(7));
         let holders = tier
             .parts()
