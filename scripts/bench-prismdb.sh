@@ -14,7 +14,10 @@
 # ycsb-f"), SHARES (fast-tier budget in percent of the data, default "20 10"), SYNC=1 (sync
 # every write), COMPARE (the two-tier engines, default "tierkv:prismdb,rocksdb"; e.g.
 # "tierkv:prismdb+msc=approximate,tierkv:prismdb+msc=random" for MSC's policies), BASELINES=0
-# (skip the one-tier RocksDB runs), PREFIX (of the report names), ROUNDS (tierkv-bench
+# (skip the one-tier RocksDB runs), SPANDB=1 (also run tierkv's SpanDB configuration,
+# `tierkv:parallel`, over the same two tiers with the fast tier uncapped: its WAL reserve
+# alone is larger than the budget; the synced target compares against it; SPANDB_FAST caps
+# its fast tier at that many bytes instead, WAL reserve included), PREFIX (of the report names), ROUNDS (tierkv-bench
 # --rounds: the COMPARE engines interleaved, each round in turn, medians at the end; default 1),
 # WARMUP (operations run unmeasured before the run phase, for every engine alike: `paper`,
 # the default, warms up as PrismDB's evaluation does, scaled to RECORDS: half a trace of as
@@ -75,6 +78,13 @@ for share in $SHARES; do
         run "$share-$w" --workload "$w" --warmup "$wu" --compare "$COMPARE" \
             --tier "fast=$LAB_FAST/prismdb" --tier "capacity=$LAB_CAPACITY/prismdb" \
             --tier-capacity "fast=$budget" --device "capacity=$LAB_CAPACITY_DEV"
+        if [ "${SPANDB:-0}" = 1 ]; then
+            cap=()
+            [ -n "${SPANDB_FAST:-}" ] && cap=(--tier-capacity "fast=$SPANDB_FAST")
+            run "$share-$w-spandb" --workload "$w" --warmup "$wu" --engine tierkv:parallel \
+                --tier "fast=$LAB_FAST/prismdb" --tier "capacity=$LAB_CAPACITY/prismdb" \
+                --device "capacity=$LAB_CAPACITY_DEV" "${cap[@]}"
+        fi
         if [ "$share" = 10 ] && [ "$BASELINES" = 1 ]; then
             run "$share-$w-rocksdb-fast" --workload "$w" --warmup "$wu" --engine rocksdb \
                 --tier "fast=$LAB_FAST/prismdb" --device "fast=$LAB_FAST_DEV"

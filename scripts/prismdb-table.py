@@ -38,6 +38,8 @@ def capacity_per_user_byte(r, key="written_per_user_byte"):
 
 
 def label(r, suffix):
+    if suffix == "spandb":
+        return "tierkv:parallel (SpanDB, fast tier uncapped)"
     if suffix:
         return f"rocksdb wholly on {suffix}"
     return {"rocksdb": "rocksdb spread (LAD-2)"}.get(r["engine"], r["engine"])
@@ -47,8 +49,10 @@ def share_workload_names(out):
     """(share, workload, suffix, report path) of every report present, in table order."""
     for share in ("20", "10"):
         for w in ("ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-f"):
-            for suffix in ("", "fast", "capacity"):
-                name = f"{share}-{w}" + (f"-rocksdb-{suffix}" if suffix else "")
+            for suffix in ("", "spandb", "fast", "capacity"):
+                name = f"{share}-{w}" + {"": "", "spandb": "-spandb"}.get(
+                    suffix, f"-rocksdb-{suffix}"
+                )
                 path = os.path.join(out, os.environ.get("PREFIX", "") + name + ".json")
                 if os.path.exists(path):
                     yield share, w, suffix, path

@@ -1,7 +1,7 @@
 //! Presets: named configurations of the systems tierkv reproduces, applied to a builder
 //! before any explicit setting (a later setter overrides what a preset chose).
 
-use super::{CapacityLevels, HotEviction, HotTier, MscPolicy, OptionsBuilder, ValuesMode};
+use super::{CapacityLevels, HotEviction, HotTier, MscPolicy, OptionsBuilder, ValuesMode, WalMode};
 use crate::error::{Error, Result};
 use std::str::FromStr;
 
@@ -16,7 +16,9 @@ pub enum Preset {
     /// slabs), as large sorted runs (`capacity_levels = "auto"`: one while the store holds a
     /// tenth of the data) whose tables are opened at once and kept, indexes and filters in
     /// memory (`pin_capacity_index`), so a read that misses the store costs one
-    /// capacity-tier read.
+    /// capacity-tier read. The WAL is SpanDB's parallel WAL on the fast tier
+    /// (`wal = "parallel"`): with a sync on every write it carried ycsb-a at 1.3x to 1.6x the
+    /// group-commit WAL (BENCHMARKS.md, "PrismDB: synced writes through the parallel WAL").
     PrismDb,
     /// SplitKV (`docs/value-log.md`): values of 4 KiB or more in a value log on the capacity
     /// tier (`values = "split"`, `split_threshold = 4 KiB`), 64 MiB value-log files, so
@@ -53,7 +55,8 @@ impl Preset {
                 .hot_promotion_min_gain(0.01)
                 .levels_on_fast(0)
                 .capacity_levels(CapacityLevels::Auto)
-                .pin_capacity_index(true),
+                .pin_capacity_index(true)
+                .wal(WalMode::Parallel),
             Preset::SplitKv => b
                 .values(ValuesMode::Split)
                 .split_threshold(4 << 10)
@@ -121,6 +124,7 @@ mod tests {
         assert_eq!(o.placement.levels_on_fast, 0);
         assert_eq!(o.placement.capacity_levels, CapacityLevels::Auto);
         assert!(o.cache.pin_capacity_index);
+        assert_eq!(o.wal.mode, WalMode::Parallel);
     }
 
     #[test]
