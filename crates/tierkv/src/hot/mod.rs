@@ -409,7 +409,7 @@ impl HotStore {
     /// page: the version is checked (key, sequence, checksum), and a read that fails the
     /// check is done again under the lock, where no slot it indexes can change.
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
-        let v = match self.visible_version(&self.index.read(), user_key, seq) {
+        let v = match self.visible_version(&self.index.read(), user_key, seq, true) {
             Ok(v) => v,
             Err(answer) => return Ok(answer),
         };
@@ -424,10 +424,11 @@ impl HotStore {
         Ok(self.counted_read(user_key, value))
     }
 
-    /// [`HotStore::get`] with the slot read under the index lock.
+    /// [`HotStore::get`] with the slot read under the index lock (the read's weight is
+    /// counted already).
     fn get_locked(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
         let index = self.index.read();
-        let v = match self.visible_version(&index, user_key, seq) {
+        let v = match self.visible_version(&index, user_key, seq, false) {
             Ok(v) => v,
             Err(answer) => return Ok(answer),
         };
@@ -442,20 +443,23 @@ impl HotStore {
 
     /// The version of `user_key` a read at `seq` sees (a copy), or the answer when it sees
     /// none: [`HotRead::Lsm`] if the key is not here, [`HotRead::OnlyNewer`] if only newer
-    /// versions are. Under the weight policy the read counts in the key's weight, under the
-    /// index lock (`index`), so a demotion cannot drop the key in between.
+    /// versions are. Under the weight policy a read the store answers counts in the key's
+    /// weight if `count` (once per read), under the index lock (`index`), so a demotion
+    /// cannot drop the key in between.
     fn visible_version(
         &self,
         index: &Index,
         user_key: &[u8],
         seq: SeqNo,
+        count: bool,
     ) -> std::result::Result<HotVersion, HotRead> {
         let versions = index.map.get(user_key).ok_or(HotRead::Lsm)?;
         let v = *versions
             .iter()
             .find(|v| v.seq <= seq)
             .ok_or(HotRead::OnlyNewer)?;
-        if let Some(w) = &self.weights {
+        // NB: a marker sends the read to the LSM: the store did not answer it.
+        if let (Some(w), true) = (&self.weights, count && v.kind != SlotKind::InLsm) {
             w.add(user_key, 1);
         }
         Ok(v)
