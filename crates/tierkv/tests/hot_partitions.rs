@@ -201,3 +201,24 @@ fn an_empty_store_takes_the_count_it_is_opened_with() {
     let db = Db::open(options(&fs, 2)).unwrap();
     check_reads(&db, &model, 200, "reopened with two partitions");
 }
+
+/// A first open that crashed while it wrote the partitions' record (or a partition's first
+/// journal) leaves only temporary files in the store's directory: the next open creates the
+/// database there, not refuses the directory as someone else's.
+#[test]
+fn a_creation_cut_short_in_the_stores_atomic_writes_leaves_a_directory_a_new_open_takes() {
+    let fs = FaultFs::new(0);
+    let hot = Path::new(FAST).join("hot");
+    fs.create_dir_all(&hot.join("part-00")).unwrap();
+    fs.write_raw(&hot.join("PARTITIONS.tmp"), b"4\n");
+    fs.write_raw(&hot.join("part-00").join("HOT-JOURNAL.tmp"), b"TKVHOTJ1");
+    let db = Db::open(options(&fs, 4)).expect("a new database over the leftovers");
+    db.put(&WriteOptions::default(), b"k", b"v").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let db = Db::open(options(&fs, 4)).unwrap();
+    assert_eq!(
+        db.get(&ReadOptions::default(), b"k").unwrap(),
+        Some(b"v".to_vec())
+    );
+}

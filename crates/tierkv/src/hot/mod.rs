@@ -1449,14 +1449,15 @@ pub(crate) fn is_empty_store(fs: &dyn Fs, dir0: &Path) -> bool {
 /// True if the store directory `dir` (one partition's, or the whole store's with one
 /// partition) has no data: missing, or only empty files other than the journal. Names
 /// `skip` says belong to something else (the partitions' record and directories) are not
-/// looked at.
+/// looked at, nor are temporary files: an atomic write (the journal, the partitions'
+/// record) that a crash cut short before its rename, never data.
 pub(crate) fn dir_holds_no_data(fs: &dyn Fs, dir: &Path, skip: &dyn Fn(&str) -> bool) -> bool {
     let Ok(names) = fs.list_dir(dir) else {
         return true;
     };
     names
         .iter()
-        .filter(|n| !skip(n))
+        .filter(|n| !skip(n) && !n.ends_with(".tmp"))
         .all(|n| n != JOURNAL && fs.file_size(&dir.join(n)).is_ok_and(|s| s == 0))
 }
 
