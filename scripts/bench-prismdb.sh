@@ -17,8 +17,9 @@
 # (skip the one-tier RocksDB runs), SPANDB=1 (also run tierkv's SpanDB configuration,
 # `tierkv:parallel`, over the same two tiers with the fast tier uncapped: its WAL reserve
 # alone is larger than the budget; the synced target compares against it; SPANDB_FAST caps
-# its fast tier at that many bytes instead, WAL reserve included), PREFIX (of the report names), ROUNDS (tierkv-bench
-# --rounds: the COMPARE engines interleaved, each round in turn, medians at the end; default 1),
+# its fast tier at that many bytes instead, WAL reserve included), PREFIX (of the report
+# names), ROUNDS (tierkv-bench --rounds: the COMPARE engines interleaved, each round in turn,
+# medians at the end; default 1),
 # WARMUP (operations run unmeasured before the run phase, for every engine alike: `paper`,
 # the default, warms up as PrismDB's evaluation does, scaled to RECORDS: half a trace of as
 # many operations as keys for A and F, 2.4 times the keys for B, C and D (80% of 3 requests

@@ -4,6 +4,9 @@ per budget and workload, each engine's throughput, p99, capacity-tier bytes writ
 byte, write stalls, and the ratios the PrismDB targets name.
 
     scripts/prismdb-table.py OUT_DIR
+
+PREFIX (the reports' name prefix) and SPANDB_FAST (as given to bench-prismdb.sh, for the
+SpanDB row's label) come from the environment.
 """
 import json
 import re
@@ -39,20 +42,29 @@ def capacity_per_user_byte(r, key="written_per_user_byte"):
 
 def label(r, suffix):
     if suffix == "spandb":
-        return "tierkv:parallel (SpanDB, fast tier uncapped)"
+        cap = os.environ.get("SPANDB_FAST")
+        fast = f"fast tier capped at {cap} B" if cap else "fast tier uncapped"
+        return f"tierkv:parallel (SpanDB, {fast})"
     if suffix:
         return f"rocksdb wholly on {suffix}"
     return {"rocksdb": "rocksdb spread (LAD-2)"}.get(r["engine"], r["engine"])
+
+
+# Each report kind's label suffix and file-name tail (see bench-prismdb.sh).
+SUFFIXES = (
+    ("", ""),
+    ("spandb", "-spandb"),
+    ("fast", "-rocksdb-fast"),
+    ("capacity", "-rocksdb-capacity"),
+)
 
 
 def share_workload_names(out):
     """(share, workload, suffix, report path) of every report present, in table order."""
     for share in ("20", "10"):
         for w in ("ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-f"):
-            for suffix in ("", "spandb", "fast", "capacity"):
-                name = f"{share}-{w}" + {"": "", "spandb": "-spandb"}.get(
-                    suffix, f"-rocksdb-{suffix}"
-                )
+            for suffix, tail in SUFFIXES:
+                name = f"{share}-{w}{tail}"
                 path = os.path.join(out, os.environ.get("PREFIX", "") + name + ".json")
                 if os.path.exists(path):
                     yield share, w, suffix, path

@@ -16,7 +16,7 @@
 //! or from the store and a table holding a promoted copy): the same internal key and value,
 //! which the database iterator reads as one.
 
-use super::{borrowed, Entries, HotStore, HotVersion, KeyRange, SlotKind, Versions};
+use super::{borrowed, version_at, Entries, HotStore, HotVersion, KeyRange, SlotKind, Versions};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
@@ -155,7 +155,7 @@ impl HotStore {
             let mut visible: Vec<(Vec<u8>, HotVersion)> = Vec::new();
             for (k, vs) in keys {
                 scanned += 1;
-                if let Some(v) = visible_version(vs, seq) {
+                if let Some(v) = slot_version_at(vs, seq) {
                     visible.push((k.clone(), v));
                 }
                 if visible.len() >= limit || scanned >= limit * SCAN_FACTOR {
@@ -199,12 +199,8 @@ impl HotStore {
 
 /// The newest of `versions` at or below `seq` if it is in a slot (a value or a delete; an
 /// `InLsm` marker's version is in a table or memtable of the iterator's view).
-fn visible_version(versions: &[HotVersion], seq: SeqNo) -> Option<HotVersion> {
-    versions
-        .iter()
-        .find(|v| v.seq <= seq)
-        .filter(|v| v.kind != SlotKind::InLsm)
-        .copied()
+fn slot_version_at(versions: &[HotVersion], seq: SeqNo) -> Option<HotVersion> {
+    version_at(versions, seq).filter(|v| v.kind != SlotKind::InLsm)
 }
 
 /// The entries of a demotion's objects with user keys in `range`, at or below `seq`.

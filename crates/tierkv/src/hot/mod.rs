@@ -454,10 +454,7 @@ impl HotStore {
         count: bool,
     ) -> std::result::Result<HotVersion, HotRead> {
         let versions = index.map.get(user_key).ok_or(HotRead::Lsm)?;
-        let v = *versions
-            .iter()
-            .find(|v| v.seq <= seq)
-            .ok_or(HotRead::OnlyNewer)?;
+        let v = version_at(versions, seq).ok_or(HotRead::OnlyNewer)?;
         // NB: a marker sends the read to the LSM: the store did not answer it.
         if let (Some(w), true) = (&self.weights, count && v.kind != SlotKind::InLsm) {
             w.add(user_key, 1);
@@ -1375,6 +1372,11 @@ fn gc_versions(versions: &mut Versions, needed: &dyn Fn(SeqNo, SeqNo) -> bool) -
         }
     }
     freed
+}
+
+/// The newest of a key's `versions` (newest first) a read at `seq` sees.
+fn version_at(versions: &[HotVersion], seq: SeqNo) -> Option<HotVersion> {
+    versions.iter().find(|v| v.seq <= seq).copied()
 }
 
 /// The value of version `v` of `user_key` from its decoded `slot` of `slab`; a free slot or
