@@ -25,8 +25,8 @@
 mod common;
 
 use common::{
-    crash_now, drop_within, env_u64, sized, Crash, Failures, FsImage, TierSetup, CAPACITY, CRASHES,
-    FAST,
+    crash_now, drop_within, env_u64, sized, small, Crash, Failures, FsImage, TierSetup, CAPACITY,
+    CRASHES, FAST,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -1884,4 +1884,32 @@ fn a_new_databases_directories_survive_power_loss() {
             "{mode:?}"
         );
     }
+}
+
+/// Append WAL: a batch too big for the active, still empty log (the batch limit follows
+/// `wal.group_bytes`, twice the memtable by default, a log is sized for one memtable) switches
+/// to a new log sized for it. The empty log is removed then, so recovery, which reads a live
+/// log without records before a newer one as a crash's loss, replays the newer one after a
+/// process kill.
+#[test]
+fn a_batch_bigger_than_an_empty_append_log_survives_a_process_kill() {
+    let fs = FaultFs::new(9);
+    let opts = || {
+        small(WalMode::Append, 1 << 20)
+            .fault_tiers()
+            .fs(Arc::clone(&fs) as Arc<dyn Fs>)
+            .build()
+            .unwrap()
+    };
+    let db = Db::open(opts()).unwrap();
+    let big = vec![b'b'; 1536 << 10];
+    db.put(&WriteOptions::default(), b"big", &big).unwrap();
+    db.put(&WriteOptions::default(), b"small", b"after")
+        .unwrap();
+    fs.process_crash();
+    drop(db);
+    let db = Db::open(opts()).unwrap();
+    let get = |k: &[u8]| db.get(&ReadOptions::default(), k).unwrap();
+    assert_eq!(get(b"big").map(|v| v.len()), Some(big.len()));
+    assert_eq!(get(b"small").as_deref(), Some(&b"after"[..]));
 }

@@ -197,6 +197,14 @@ impl AppendWal {
         }))
     }
 
+    /// Removes log `number`, which holds no record, without waiting for its memtable's flush.
+    fn remove_log(&self, number: u64) -> Result<()> {
+        if let Some(path) = self.logs.lock().remove(&number) {
+            self.tiers.fs().remove_file(&path)?;
+        }
+        Ok(())
+    }
+
     /// Starts `mem`'s log and makes it the active one.
     fn rotate(&self, admit: &mut Admit, mem: &Arc<MemTable>, need: u64) -> Result<()> {
         if let Some(zones) = &self.zones {
@@ -205,6 +213,15 @@ impl AppendWal {
             admit.mem = Some(Arc::clone(mem));
             admit.tail = 0;
             return Ok(());
+        }
+        if admit.tail == 0 {
+            // NB: recovery reads a live log without records before a newer one with records as
+            // a crash's loss (`recover`): a log this switch leaves empty (a batch too big for
+            // it came first) is removed, and the directory sync that names the new log makes
+            // the removal durable.
+            if let Some(empty) = admit.log.take() {
+                self.remove_log(empty.number)?;
+            }
         }
         let log = self.create_log(mem.wal_number(), need)?;
         admit.log = Some(log);

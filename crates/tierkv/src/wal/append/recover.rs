@@ -99,6 +99,8 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
         sink.mark_number_used(last);
     }
     let mut next: Option<u64> = None;
+    // The first live log, while every live log so far held no record.
+    let mut empty_log: Option<u64> = None;
     for (i, &log) in logs.iter().enumerate() {
         let path = ctx.dir.join(file_name(log));
         let data = read_file(ctx.fs, &path)?;
@@ -119,11 +121,23 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
             if next.is_some_and(|n| n != r.seq) {
                 break Some("sequence gap");
             }
+            if next.is_none() && empty_log.is_some() {
+                // NB: a switch removes a log it leaves empty (`AppendWal::rotate`), so a live
+                // log without records lost them to a crash; the write before this record is
+                // the last one it held.
+                next = Some(r.seq.saturating_sub(1));
+                break Some("sequence gap after a live log without records");
+            }
             sink.apply(r.seq, &r.batch)?;
             next = Some(r.seq + r.batch.len() as u64);
             offset += r.len;
         };
-        let Some(what) = stop else { continue };
+        let Some(what) = stop else {
+            if next.is_none() && empty_log.is_none() {
+                empty_log = Some(log);
+            }
+            continue;
+        };
         let stop = Stop {
             path,
             offset,
@@ -368,6 +382,42 @@ mod tests {
         assert_eq!(
             replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap(),
             vec![(1, 1)]
+        );
+    }
+
+    #[test]
+    fn a_live_log_left_without_records_ends_history_before_newer_logs() {
+        // A power loss took every record of log 5; log 6 kept its unsynced ones.
+        let fs = fresh();
+        write_log(&fs, 5, &[(1, 2, 0)], &[0]);
+        write_log(&fs, 6, &[(3, 1, 0), (4, 1, 0)], &[]);
+        for mode in [
+            RecoveryMode::TolerateCorruptedTail,
+            RecoveryMode::AbsoluteConsistency,
+            RecoveryMode::PointInTime,
+        ] {
+            assert_eq!(replay_all(&fs, mode).unwrap(), vec![]);
+        }
+        // Log 6's second record was written once every write below 3 was durable: log 5
+        // cannot have lost its records to a crash.
+        let fs = fresh();
+        write_log(&fs, 5, &[(1, 2, 0)], &[0]);
+        let offsets = write_log(&fs, 6, &[(3, 1, 0), (4, 1, 3)], &[]);
+        match replay_all(&fs, RecoveryMode::TolerateCorruptedTail).unwrap_err() {
+            Error::Corruption { file, offset, what } => {
+                assert_eq!(file, Path::new(DIR).join("000006.alog"));
+                assert_eq!(offset, offsets[0]);
+                assert!(what.contains("without records"), "{what}");
+            }
+            other => panic!("expected corruption, got {other}"),
+        }
+        // The last live log may be empty: a crash right after it was created.
+        let fs = fresh();
+        write_log(&fs, 5, &[(1, 2, 0)], &[]);
+        write_log(&fs, 6, &[], &[]);
+        assert_eq!(
+            replay_all(&fs, RecoveryMode::AbsoluteConsistency).unwrap(),
+            vec![(1, 2)]
         );
     }
 

@@ -4,6 +4,11 @@
 //! a gap ends the history quietly when a crash can explain it (no later record proves that the
 //! bytes were synced, see [`super::set`]); otherwise it is corruption, as the recovery mode
 //! decides.
+//!
+//! A live log that holds no record at all, followed by one that does, is a gap too: a memtable
+//! is switched only once it holds writes, and its writes come only through its log, so every
+//! sealed log held records. A power loss can take all of an unsynced sealed log's pages while
+//! a newer log keeps some of its own; replaying the newer one would skip the lost writes.
 
 use crate::batch::WriteBatch;
 use crate::env::Fs;
@@ -22,6 +27,8 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
         sink.mark_number_used(last);
     }
     let mut next_seq: Option<u64> = None;
+    // The first live log, while every live log so far held no record.
+    let mut empty_log: Option<u64> = None;
     // Salvage keeps every intact batch, so it does not check for gaps.
     let check_gaps = ctx.mode != RecoveryMode::SkipAnyCorruptedRecords;
     'wals: for i in 0..wals.len() {
@@ -36,6 +43,12 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
                         expected: next_seq.unwrap_or_default(),
                         found: seq,
                         at_file_start: first_in_file,
+                    })
+                }
+                Some((seq, _)) if check_gaps && next_seq.is_none() && empty_log.is_some() => {
+                    Some(Defect::AfterEmptyLog {
+                        empty: empty_log.unwrap_or_default(),
+                        found: seq,
                     })
                 }
                 Some((seq, batch)) => {
@@ -57,6 +70,8 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
                 Flow::Skip => {}
                 Flow::Stop => break,
             }
+        } else if next_seq.is_none() && empty_log.is_none() {
+            empty_log = Some(wals[i]);
         }
     }
     Ok(())
@@ -93,6 +108,8 @@ enum Defect {
         found: u64,
         at_file_start: bool,
     },
+    /// The first record after live logs that held none, the first of them `empty`.
+    AfterEmptyLog { empty: u64, found: u64 },
 }
 
 /// What replay does after a defect.
@@ -125,6 +142,14 @@ fn on_defect(
             format!("sequence gap: this WAL starts at {found}, the previous one ended before {expected}"),
             !has_sync_evidence(ctx, &wals[i..])?,
         ),
+        Defect::AfterEmptyLog { empty, found } => (
+            format!(
+                "sequence gap: this WAL starts at {found}, but the older live WAL {} holds no \
+                 record",
+                tier::file_name(FileKind::Wal, *empty)
+            ),
+            !has_sync_evidence(ctx, &wals[i..])?,
+        ),
         Defect::Gap { expected, found, .. } => {
             (format!("sequence gap: expected {expected}, found {found}"), false)
         }
@@ -150,4 +175,120 @@ fn has_sync_evidence(ctx: &ReplayCtx<'_>, numbers: &[u64]) -> Result<bool> {
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{BufferedFile, FaultFs};
+    use crate::wal::log::LogWriter;
+    use std::sync::Arc;
+
+    const DIR: &str = "/db";
+
+    /// Collects replayed writes as (first sequence, number of operations).
+    #[derive(Default)]
+    struct Sink(Vec<(u64, usize)>);
+
+    impl ReplaySink for Sink {
+        fn mark_number_used(&mut self, _: u64) {}
+        fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
+            self.0.push((seq, batch.len()));
+            Ok(())
+        }
+    }
+
+    /// Writes log `number` holding one single-put batch per sequence in `seqs`, syncing
+    /// before the batches at the indexes in `sync_before`.
+    fn write_log(fs: &Arc<FaultFs>, number: u64, seqs: &[u64], sync_before: &[usize]) {
+        let path = Path::new(DIR).join(tier::file_name(FileKind::Wal, number));
+        let file = BufferedFile::new(fs.create(&path).unwrap(), 4096);
+        let mut log = LogWriter::new(file, path);
+        for (i, &seq) in seqs.iter().enumerate() {
+            if sync_before.contains(&i) {
+                log.sync().unwrap();
+            }
+            let mut batch = WriteBatch::new();
+            batch.put(format!("k{seq}"), b"v");
+            log.add_record(batch.encode_with_seq(seq)).unwrap();
+        }
+        log.close().unwrap();
+    }
+
+    fn replay_all(fs: &Arc<FaultFs>, log_number: u64, mode: RecoveryMode) -> Result<Vec<u64>> {
+        let ctx = ReplayCtx {
+            fs: fs.as_ref(),
+            dir: Path::new(DIR),
+            log_number,
+            mode,
+        };
+        let mut sink = Sink::default();
+        replay(&ctx, &mut sink)?;
+        Ok(sink.0.into_iter().map(|(seq, _)| seq).collect())
+    }
+
+    fn fresh() -> Arc<FaultFs> {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        fs
+    }
+
+    #[test]
+    fn logs_continuing_each_other_replay_in_order() {
+        let fs = fresh();
+        write_log(&fs, 3, &[10, 11], &[]);
+        write_log(&fs, 4, &[12, 13], &[]);
+        let got = replay_all(&fs, 3, RecoveryMode::TolerateCorruptedTail).unwrap();
+        assert_eq!(got, vec![10, 11, 12, 13]);
+        // A log below the MANIFEST's log number is not replayed.
+        let got = replay_all(&fs, 4, RecoveryMode::TolerateCorruptedTail).unwrap();
+        assert_eq!(got, vec![12, 13]);
+    }
+
+    #[test]
+    fn a_live_log_left_without_records_ends_history_before_newer_logs() {
+        // A power loss took every page of sealed log 3; log 4 kept its unsynced records.
+        let fs = fresh();
+        write_log(&fs, 3, &[], &[]);
+        write_log(&fs, 4, &[12, 13], &[]);
+        for mode in [
+            RecoveryMode::TolerateCorruptedTail,
+            RecoveryMode::PointInTime,
+        ] {
+            assert_eq!(replay_all(&fs, 3, mode).unwrap(), Vec::<u64>::new());
+        }
+        match replay_all(&fs, 3, RecoveryMode::AbsoluteConsistency).unwrap_err() {
+            Error::Corruption { file, offset, what } => {
+                assert_eq!(file, Path::new(DIR).join("000004.log"));
+                assert_eq!(offset, 0);
+                assert!(what.contains("000003.log holds no record"), "{what}");
+            }
+            other => panic!("expected corruption, got {other}"),
+        }
+        // Salvage keeps every intact record.
+        let got = replay_all(&fs, 3, RecoveryMode::SkipAnyCorruptedRecords).unwrap();
+        assert_eq!(got, vec![12, 13]);
+        // The last live log may be empty: a crash right after it was created.
+        let fs = fresh();
+        write_log(&fs, 3, &[10], &[]);
+        write_log(&fs, 4, &[], &[]);
+        let got = replay_all(&fs, 3, RecoveryMode::AbsoluteConsistency).unwrap();
+        assert_eq!(got, vec![10]);
+    }
+
+    #[test]
+    fn an_empty_log_older_than_a_synced_record_is_corruption() {
+        // Log 4's second record was written after a sync, which came after log 3 was synced:
+        // log 3 cannot have lost its records to a crash.
+        let fs = fresh();
+        write_log(&fs, 3, &[], &[]);
+        write_log(&fs, 4, &[12, 13], &[1]);
+        assert!(replay_all(&fs, 3, RecoveryMode::TolerateCorruptedTail)
+            .unwrap_err()
+            .is_corruption());
+        assert_eq!(
+            replay_all(&fs, 3, RecoveryMode::PointInTime).unwrap(),
+            Vec::<u64>::new()
+        );
+    }
 }
