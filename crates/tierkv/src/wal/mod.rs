@@ -217,6 +217,21 @@ pub(crate) trait ReplaySink {
     fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()>;
 }
 
+/// Collects replayed writes as (first sequence, number of operations): the sink of the
+/// replay tests.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct CollectSink(pub Vec<(u64, usize)>);
+
+#[cfg(test)]
+impl ReplaySink for CollectSink {
+    fn mark_number_used(&mut self, _: u64) {}
+    fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
+        self.0.push((seq, batch.len()));
+        Ok(())
+    }
+}
+
 /// Where recovery reads logs and what it tolerates.
 pub(crate) struct ReplayCtx<'a> {
     /// The file system.

@@ -214,17 +214,7 @@ mod tests {
 
     const DIR: &str = "/db";
 
-    /// Collects replayed writes as (first sequence, number of operations).
-    #[derive(Default)]
-    struct Sink(Vec<(u64, usize)>);
-
-    impl ReplaySink for Sink {
-        fn mark_number_used(&mut self, _: u64) {}
-        fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
-            self.0.push((seq, batch.len()));
-            Ok(())
-        }
-    }
+    use crate::wal::CollectSink as Sink;
 
     fn batch_bytes(seq: u64, ops: usize) -> Vec<u8> {
         let mut b = WriteBatch::new();
