@@ -210,11 +210,10 @@ mod tests {
     use super::super::encode_record;
     use super::*;
     use crate::env::FaultFs;
+    use crate::wal::CollectSink as Sink;
     use std::sync::Arc;
 
     const DIR: &str = "/db";
-
-    use crate::wal::CollectSink as Sink;
 
     fn batch_bytes(seq: u64, ops: usize) -> Vec<u8> {
         let mut b = WriteBatch::new();

@@ -182,11 +182,10 @@ mod tests {
     use super::*;
     use crate::env::{BufferedFile, FaultFs};
     use crate::wal::log::LogWriter;
+    use crate::wal::CollectSink as Sink;
     use std::sync::Arc;
 
     const DIR: &str = "/db";
-
-    use crate::wal::CollectSink as Sink;
 
     /// Writes log `number` holding one single-put batch per sequence in `seqs`, syncing
     /// before the batches at the indexes in `sync_before`.
