@@ -327,6 +327,9 @@ pub struct HotTierStats {
     pub promotions: u64,
     /// The mapper's pinning threshold (clock value) now.
     pub pin_threshold: u8,
+    /// The recent access frequency a promotion candidate must beat now (the median of the
+    /// last demotion's victims, halved as the frequency sketch ages).
+    pub promotion_bar: u8,
     /// The eviction policy: `msc` or `weight` (`hot_eviction`).
     pub eviction: String,
     /// Objects the weight policy migrated to the LSM since open.
@@ -575,7 +578,7 @@ impl fmt::Display for Stats {
             write!(
                 f,
                 "\nhot store: {} objects, {}; reads {} hot, {} LSM; {} demoted in {} rounds \
-                 ({:.3} s); {} promoted; pin threshold {}",
+                 ({:.3} s); {} promoted (bar {}); pin threshold {}",
                 h.objects,
                 human_bytes(h.bytes),
                 h.reads_hot,
@@ -584,6 +587,7 @@ impl fmt::Display for Stats {
                 h.demotion_rounds,
                 h.demotion_micros as f64 / 1e6,
                 h.promotions,
+                h.promotion_bar,
                 h.pin_threshold
             )?;
             write!(

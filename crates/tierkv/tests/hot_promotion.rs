@@ -108,7 +108,8 @@ fn a_hot_key_read_from_the_tables_is_promoted_and_then_served_by_the_store() {
     let db = Db::open(opts.clone()).unwrap();
     let mut model = load(&db);
     // The flush that wrote the targets counted as an access: the read that finds each in a
-    // table heats it to the tracker's top clock value, and offers it.
+    // table heats it to the tracker's top clock value, and is its second access, against the
+    // one of the objects the fill's flushes demoted (the targets themselves): it offers it.
     let cold = targets_in_tables(&db);
     assert!(cold.len() >= 48, "{} targets in the tables", cold.len());
     let promoted = wait_for_promotions(&db, 32);
@@ -200,8 +201,8 @@ fn a_compaction_into_the_capacity_tier_offers_the_hot_keys_it_meets() {
     };
     let db = Db::open(opts).unwrap();
     let model = write_targets_then_fill(&db);
-    // Each target in L0 read once after the flush that wrote it: at the top clock value.
-    // (The fill's flushes touch only the fill keys.)
+    // Each target in L0 read once after the flush that wrote it: two accesses, more than
+    // the objects demoted so far. (The fill's flushes touch only the fill keys.)
     let in_l0 = targets_in_tables(&db);
     assert!(in_l0.len() >= 48, "{} targets in L0", in_l0.len());
     std::thread::sleep(Duration::from_millis(50));
@@ -236,7 +237,8 @@ fn a_candidate_superseded_before_the_job_runs_is_not_promoted() {
     drop(db);
     let db = Db::open(options(&fs)).unwrap();
     let cold = targets_in_tables(&db);
-    // The second read offers each; fewer than a batch: queued, no job yet.
+    // The second read offers each (at the top clock value, read more often than anything
+    // demoted: nothing has been since the reopen); fewer than a batch: queued, no job yet.
     let few = &cold[..8];
     for k in few {
         get(&db, k);

@@ -232,6 +232,7 @@ pub(super) fn after_flush(db: &DbInner) -> Result<()> {
     };
     // NB: every partition commits first: the flush's superseded versions are all freeable.
     hot.commit(&|lo, hi| db.snapshot_in(lo, hi));
+    hot.size_trackers(db.versions.current().num_entries());
     if db.hot_demotes_in_background() {
         let mut state = db.state.lock();
         state.demotion_wanted |= hot.parts().iter().any(|p| p.over_budget());
@@ -525,8 +526,9 @@ fn finish_demotions(
 
 /// A compaction's input, passed through unchanged, that offers the newest entry of each key
 /// it meets for promotion (with a hot store, while `offering`: a compaction into the
-/// capacity tier). The offer is the read path's: only keys the tracker holds at the top
-/// clock value are queued, and the promotion job checks each against the newest version.
+/// capacity tier). The offer is the read path's: only keys at the tracker's top clock value,
+/// read more often lately than what demotions evict, are queued, and the promotion job
+/// checks each against the newest version.
 pub(super) struct OfferingIter<'a> {
     inner: &'a mut dyn InternalIterator,
     db: &'a DbInner,

@@ -456,7 +456,7 @@ fn open_hot_store(opts: &Options, versions: &VersionSet) -> Result<Option<Arc<Ho
         return Ok(None);
     }
     let version = versions.current();
-    let entries = version.all_files().map(|(_, f)| f.num_entries).sum();
+    let entries = version.num_entries();
     let (hot, max_seq) = HotPartitions::open(
         &opts.fs,
         &opts.tiers[0].path,

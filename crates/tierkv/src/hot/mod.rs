@@ -32,6 +32,7 @@ pub(crate) mod iter;
 pub(crate) mod msc;
 pub(crate) mod partitioned;
 pub(crate) mod promote;
+pub(crate) mod sketch;
 pub(crate) mod slab;
 pub(crate) mod tracker;
 pub(crate) mod weights;
@@ -363,7 +364,7 @@ impl HotStore {
             // NB: lowest slots first, so the store stays compact.
             index.free[class].reverse();
         }
-        let tracked = ((lsm_entries + index.map.len() as u64) as f64 * opts.tracker_share) as usize;
+        let tracked = tracked_keys(opts, lsm_entries + index.map.len() as u64);
         // The recovered keys, counted as no overlap (not known after a restart); the first
         // demotion round recounts them over the capacity tier's bounds of the day.
         let recovered = buckets::Buckets::count(
@@ -379,7 +380,7 @@ impl HotStore {
             slabs,
             index: RwLock::new(index),
             pending: Mutex::new(pending),
-            tracker: Tracker::new(tracked.max(MIN_TRACKED)),
+            tracker: Tracker::new(tracked),
             promoter: promote::Promoter::new(opts),
             buckets: Mutex::new(recovered),
             opts: opts.clone(),
@@ -493,8 +494,10 @@ impl HotStore {
     }
 
     /// Offers an object a point read found in a table below L0 for promotion: taken while an
-    /// epoch runs if the tracker holds its key at the hottest clock value (the mapper decides
-    /// in the job) and it fits a slot. Returns true once a batch waits for the job.
+    /// epoch runs if it fits a slot and the tracker holds its key at the hottest clock value
+    /// and read more often lately than the objects demotions evict
+    /// ([`Tracker::beats_evicted`]; checked again in the job). Returns true once a batch
+    /// waits for the job.
     pub fn offer_promotion(&self, user_key: &[u8], seq: SeqNo, value: &[u8]) -> bool {
         self.wants_promotion(user_key, value) && self.promoter.offer(user_key, seq, value)
     }
@@ -504,26 +507,25 @@ impl HotStore {
     pub fn wants_promotion(&self, user_key: &[u8], value: &[u8]) -> bool {
         !self.read_only
             && self.promoter.promoting()
-            && self.tracker.clock(user_key) == Some(tracker::MAX_CLOCK)
             && slab::class_for(user_key.len(), value.len()).is_some()
+            && self.tracker.clock(user_key) == Some(tracker::MAX_CLOCK)
+            && self.tracker.beats_evicted(user_key)
     }
 
     /// Copies `objects` (user key, sequence, value: each the newest version of its key, which
     /// the caller checked against the memtables' flush order and the LSM) into the store as
-    /// single versions at their own sequence numbers, for the popular ones among them with no
-    /// version here, while the store is within its budget. Runs as a job like a flush's (the
-    /// journal first), with the marker's lowest sequence at its maximum: the copies are of
-    /// durable data, so recovery keeps them whatever the MANIFEST says. Returns how many
-    /// were promoted.
+    /// single versions at their own sequence numbers, for those with no version here that
+    /// still beat what demotions evict, while the store is within its budget. Runs as a job
+    /// like a flush's (the journal first), with the marker's lowest sequence at its maximum:
+    /// the copies are of durable data, so recovery keeps them whatever the MANIFEST says.
+    /// Returns how many were promoted.
     pub fn promote(&self, objects: Vec<promote::Candidate>, log_number: u64) -> Result<u64> {
-        let mut rng = rand::thread_rng();
         let mut writes: Vec<(Loc, Vec<u8>)> = Vec::new();
         let mut publish = Vec::new();
         {
             let mut index = self.index.write();
-            let mapper = self.mapper(&index);
             for (user_key, seq, value) in objects {
-                let popular = mapper.is_popular(self.tracker.clock(&user_key), rng.gen());
+                let popular = self.tracker.beats_evicted(&user_key);
                 let Some(class) = slab::class_for(user_key.len(), value.len()) else {
                     continue;
                 };
@@ -1039,7 +1041,7 @@ impl HotStore {
                 .map_or(Bound::Unbounded, |b| Bound::Included(b.0.as_slice()));
             (lo, hi)
         };
-        let mut popular_of = |k: &[u8]| mapper.is_popular(self.tracker.clock(k), rng.gen());
+        let mut popular_of = |k: &[u8]| self.pinned(&mapper, k, rng.gen());
         let mut victims = Vec::new();
         let mut freed = 0u64;
         let mut taken = BTreeSet::new();
@@ -1062,7 +1064,7 @@ impl HotStore {
                     for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
                         let clock = self.tracker.clock(k);
                         r.coldness += tracker::coldness(clock);
-                        if keep_popular && vs.len() == 1 && mapper.is_popular(clock, 0.5) {
+                        if keep_popular && vs.len() == 1 && self.pinned(&mapper, k, 0.5) {
                             r.popular += 1;
                         }
                     }
@@ -1077,19 +1079,23 @@ impl HotStore {
                 if !taken.insert((i, keep_popular)) {
                     continue;
                 }
-                for (k, vs) in index.map.range::<[u8], _>(range_of(i)) {
+                // The range's objects that may go, least read lately first (key order
+                // among equals). NB: the second pass walks ranges the first one took from.
+                let mut eligible: Vec<(u8, &Vec<u8>, HotVersion)> = index
+                    .map
+                    .range::<[u8], _>(range_of(i))
+                    .filter(|(k, vs)| vs.len() == 1 && !chosen.contains(k.as_slice()))
+                    .filter(|(k, _)| !(keep_popular && popular_of(k)))
+                    .map(|(k, vs)| (self.tracker.frequency(k), k, vs[0]))
+                    .collect();
+                eligible.sort_by_key(|e| e.0);
+                for (_, k, v) in eligible {
                     if index.bytes.saturating_sub(freed) <= target {
                         break;
                     }
-                    if vs.len() != 1 || (keep_popular && popular_of(k)) {
-                        continue;
-                    }
-                    // NB: the second pass walks ranges the first one took from already.
-                    if !chosen.insert(k.as_slice()) {
-                        continue;
-                    }
-                    freed += CLASS_SIZES[vs[0].loc.class] as u64;
-                    victims.push((k.clone(), vs[0]));
+                    chosen.insert(k.as_slice());
+                    freed += CLASS_SIZES[v.loc.class] as u64;
+                    victims.push((k.clone(), v));
                 }
             }
         }
@@ -1101,6 +1107,8 @@ impl HotStore {
         if victims.is_empty() {
             return Ok(None);
         }
+        self.tracker
+            .note_evicted(victims.iter().map(|(k, _)| k.as_slice()));
         victims.sort_by(|a, b| a.0.cmp(&b.0));
         let ranges = taken
             .iter()
@@ -1129,6 +1137,8 @@ impl HotStore {
         for (lo, hi) in ranges {
             let range = (borrowed(lo), borrowed(hi));
             for (k, vs) in index.map.range::<[u8], _>(range) {
+                // NB: the mapper alone: a partition that has not led a demotion yet has no
+                // bar, and every object it read would beat it.
                 let pinned = mapper.is_popular(self.tracker.clock(k), rng.gen());
                 if vs.len() == 1 && !pinned {
                     victims.push((k.clone(), vs[0]));
@@ -1298,10 +1308,26 @@ impl HotStore {
         Ok(())
     }
 
+    /// Whether MSC keeps `key`'s object while it has others to take: the mapper pins it
+    /// (`draw`, uniform in [0, 1), decides at the threshold), or it is read more often lately
+    /// than the last demotion's victims, so a promotion would soon bring it back. (When the
+    /// clocks of most objects sit at the top, the mapper pins a random share of them.)
+    fn pinned(&self, mapper: &Mapper, key: &[u8], draw: f64) -> bool {
+        mapper.is_popular(self.tracker.clock(key), draw) || self.tracker.beats_evicted(key)
+    }
+
     /// The mapper for the store as it is: pins the hottest `pinned_share` of its objects.
     fn mapper(&self, index: &Index) -> Mapper {
         let pinned = (index.map.len() as f64 * self.opts.pinned_share) as u64;
         Mapper::from_histogram(self.tracker.histogram(), pinned)
+    }
+
+    /// Sizes the tracker to the data: `lsm_entries` in the tables beside this store's objects.
+    /// It only grows (see [`Tracker::grow`]).
+    pub fn size_tracker(&self, lsm_entries: u64) {
+        let objects = self.index.read().map.len() as u64;
+        self.tracker
+            .grow(tracked_keys(&self.opts, lsm_entries + objects));
     }
 
     /// The store's report.
@@ -1328,6 +1354,7 @@ impl HotStore {
             demotion_micros: load(&c.demotion_micros),
             promotions: load(&c.promotions),
             pin_threshold: self.mapper(&index).threshold,
+            promotion_bar: self.tracker.admission_bar(),
             eviction: self.opts.eviction.name().to_string(),
             migrated_objects: load(&c.migrated_objects),
             migrated_bytes: load(&c.migrated_bytes),
@@ -1347,6 +1374,11 @@ impl HotStore {
     fn read_only(&self) -> bool {
         self.read_only
     }
+}
+
+/// Keys the tracker holds for a store among `keys` keys in all (`tracker_share` of them).
+fn tracked_keys(opts: &HotTierOptions, keys: u64) -> usize {
+    ((keys as f64 * opts.tracker_share) as usize).max(MIN_TRACKED)
 }
 
 /// `range` with owned bounds.
@@ -1560,6 +1592,51 @@ mod tests {
         );
         drop(store);
         assert_eq!(open().stats().objects, 0, "every slot cleared");
+    }
+
+    #[test]
+    fn a_demotion_takes_the_least_read_objects_of_its_range_and_sets_the_promotion_bar() {
+        let fs: Arc<dyn Fs> = FaultFs::new(0);
+        let dir = Path::new("/hot");
+        let key = |i: u64| format!("key{i:06}").into_bytes();
+        let class = slab::class_for(key(0).len(), 1).unwrap();
+        let opts = HotTierOptions {
+            mode: crate::options::HotTier::Slab,
+            budget: 100 * CLASS_SIZES[class] as u64,
+            ..HotTierOptions::default()
+        };
+        let open = || {
+            HotStore::open(&fs, dir, &opts, 1, 0, false, false)
+                .unwrap()
+                .0
+        };
+        let writes = (0..200u64)
+            .map(|slot| {
+                let bytes = slab::encode_slot(slot + 1, SlotKind::Value, &key(slot), b"v");
+                (Loc { class, slot }, bytes)
+            })
+            .collect();
+        open().run_job(1, SeqNo::MAX, writes).unwrap();
+        // Reopened, the index holds all 200 (twice the budget).
+        let store = open();
+        // Every key read twice (all at the top clock value, so the mapper cannot tell them
+        // apart), the first 50 in key order ten times.
+        for i in 0..200 {
+            (0..if i < 50 { 10 } else { 2 }).for_each(|_| store.tracker.touch(&key(i)));
+        }
+        let demotion = store.plan_demotion(&[], 0).unwrap().unwrap();
+        // Down to the low watermark: 95 objects stay. With no bar yet every object read
+        // counts as pinned, so the second pass takes them, the least read first.
+        assert_eq!(demotion.victims.len(), 105);
+        assert!(
+            demotion
+                .victims
+                .iter()
+                .all(|(k, _, _)| k.as_slice() >= &key(50)[..]),
+            "a frequently read object was demoted"
+        );
+        // The victims were read twice each: a candidate must be read more often than that.
+        assert_eq!(store.tracker.admission_bar(), 2);
     }
 
     #[test]

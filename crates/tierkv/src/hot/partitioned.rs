@@ -299,6 +299,14 @@ impl HotPartitions {
         }
     }
 
+    /// Sizes each partition's tracker to the data ([`HotStore::size_tracker`]); the
+    /// tables' `lsm_entries` are shared out among them.
+    pub fn size_trackers(&self, lsm_entries: u64) {
+        for part in &self.parts {
+            part.size_tracker(lsm_entries / self.parts.len() as u64);
+        }
+    }
+
     /// The store's report: the partitions' counters summed, and per partition its objects
     /// and bytes.
     pub fn stats(&self) -> HotTierStats {
@@ -332,6 +340,7 @@ fn sum_stats(mut total: HotTierStats, part: HotTierStats) -> HotTierStats {
     total.demotion_micros += part.demotion_micros;
     total.promotions += part.promotions;
     total.pin_threshold = total.pin_threshold.max(part.pin_threshold);
+    total.promotion_bar = total.promotion_bar.max(part.promotion_bar);
     total.migrated_objects += part.migrated_objects;
     total.migrated_bytes += part.migrated_bytes;
     total.migration_rounds += part.migration_rounds;

@@ -5,9 +5,13 @@
 //! with clock 0; each later access sets its clock to 3. When a shard is full, its clock hand
 //! sweeps: a key at 0 is evicted and the newcomer takes its place, any other key's clock is
 //! decremented. Keys not tracked count as coldest.
+//!
+//! Every access is also counted in a frequency sketch (`sketch`), over all keys, tracked or
+//! not: promotions compare a candidate's recent frequency with that of what demotions evict.
 
+use super::sketch::{AdmissionBar, FrequencySketch};
 use hashbrown::HashTable;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::hash::{BuildHasher, Hasher};
 
 /// Highest clock value (2 bits).
@@ -91,9 +95,13 @@ impl Shard {
     }
 }
 
-/// Concurrent, bounded key -> clock map.
+/// Concurrent, bounded key -> clock map, with every key's recent access frequency.
 pub(crate) struct Tracker {
     shards: Vec<Mutex<Shard>>,
+    /// NB: behind a lock only so that [`Tracker::grow`] can swap in a larger one.
+    frequencies: RwLock<FrequencySketch>,
+    /// What a promotion candidate's frequency must beat.
+    bar: AdmissionBar,
 }
 
 impl Tracker {
@@ -102,6 +110,8 @@ impl Tracker {
         let per = capacity.div_ceil(SHARDS);
         Tracker {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::new(per))).collect(),
+            frequencies: RwLock::new(FrequencySketch::new(capacity)),
+            bar: AdmissionBar::default(),
         }
     }
 
@@ -116,6 +126,56 @@ impl Tracker {
     pub fn touch(&self, key: &[u8]) {
         let (shard, hash) = self.shard(key);
         shard.lock().touch(key, hash);
+        self.frequencies.read().record(hash);
+    }
+
+    /// Lets the tracker hold up to `capacity` keys (never fewer than now), and sizes the
+    /// frequency sketch to match, keeping its counts: a store opened empty learns how many
+    /// keys it has only as they are written.
+    pub fn grow(&self, capacity: usize) {
+        let per = capacity.div_ceil(SHARDS);
+        for shard in &self.shards {
+            let mut shard = shard.lock();
+            shard.capacity = shard.capacity.max(per);
+        }
+        // NB: the table doubles at a time: grown only once the keys would need a larger one.
+        if capacity >= 2 * self.frequencies.read().keys() {
+            let mut sketch = self.frequencies.write();
+            if capacity >= 2 * sketch.keys() {
+                *sketch = sketch.grown(capacity);
+            }
+        }
+    }
+
+    /// `key`'s estimated accesses lately (see [`FrequencySketch`]).
+    pub fn frequency(&self, key: &[u8]) -> u8 {
+        self.frequencies.read().estimate(hash_key(key))
+    }
+
+    /// Notes the objects a demotion evicts: their median frequency becomes the bar a
+    /// promotion candidate must beat.
+    pub fn note_evicted<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        let sketch = self.frequencies.read();
+        let frequencies = keys.map(|k| sketch.estimate(hash_key(k))).collect();
+        self.bar.set(frequencies, sketch.generation());
+    }
+
+    /// Whether `key` is read more often lately than the objects demotions evict, so that
+    /// promoting it is worth evicting one of them.
+    pub fn beats_evicted(&self, key: &[u8]) -> bool {
+        let sketch = self.frequencies.read();
+        sketch.estimate(hash_key(key)) > self.bar.get(sketch.generation())
+    }
+
+    /// The frequency a promotion candidate must beat now.
+    pub fn admission_bar(&self) -> u8 {
+        self.bar.get(self.frequencies.read().generation())
+    }
+
+    /// Keys it may hold.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().capacity).sum()
     }
 
     /// The clock of `key`, `None` if it is not tracked.
@@ -282,6 +342,50 @@ mod tests {
             .filter(|k| t.clock(&k.to_be_bytes()).is_some_and(|c| c >= m.threshold))
             .count();
         assert!(at_or_above >= 8, "{at_or_above} of the 10 hottest keys");
+    }
+
+    #[test]
+    fn a_promotion_must_beat_the_median_of_what_demotions_evicted() {
+        let t = Tracker::new(1000);
+        let touch = |key: &[u8], times: usize| (0..times).for_each(|_| t.touch(key));
+        // No demotion yet: any key read once is worth a slot, one never read is not.
+        touch(b"once", 1);
+        assert!(t.beats_evicted(b"once"));
+        assert!(!t.beats_evicted(b"never"));
+        // A demotion evicts objects read once, twice and twice: the bar is 2.
+        touch(b"v1", 1);
+        touch(b"v2", 2);
+        touch(b"v3", 2);
+        t.note_evicted([b"v1", b"v2", b"v3"].into_iter().map(|k| k.as_slice()));
+        assert_eq!(t.admission_bar(), 2);
+        touch(b"hot", 3);
+        assert!(t.beats_evicted(b"hot"));
+        assert!(
+            !t.beats_evicted(b"v2"),
+            "as often as the victims: not worth the swap"
+        );
+        assert!(!t.beats_evicted(b"once"));
+    }
+
+    #[test]
+    fn growing_keeps_clocks_and_frequencies_and_makes_room_for_more_keys() {
+        let t = Tracker::new(64);
+        for _ in 0..3 {
+            t.touch(b"hot");
+        }
+        assert_eq!(t.capacity(), 64);
+        t.grow(10_000);
+        assert!(t.capacity() >= 10_000);
+        assert_eq!(t.clock(b"hot"), Some(MAX_CLOCK));
+        // The bar is 0 (no demotion yet): a key read before growing still beats it.
+        assert!(t.beats_evicted(b"hot"));
+        // 5 000 new keys all stay tracked: no sweep evicted any.
+        for i in 0..5_000u32 {
+            t.touch(&i.to_be_bytes());
+        }
+        assert_eq!(t.len(), 5_001);
+        t.grow(100);
+        assert!(t.capacity() >= 10_000, "never shrinks");
     }
 
     #[test]

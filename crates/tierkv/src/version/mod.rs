@@ -124,6 +124,11 @@ impl Version {
             .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
     }
 
+    /// Entries in all its tables (versions and tombstones counted alike).
+    pub fn num_entries(&self) -> u64 {
+        self.all_files().map(|(_, f)| f.num_entries).sum()
+    }
+
     /// Files of `level` whose range intersects `[begin, end]`, in level order.
     pub fn overlapping(
         &self,
