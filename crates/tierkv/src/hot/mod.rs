@@ -508,8 +508,7 @@ impl HotStore {
         !self.read_only
             && self.promoter.promoting()
             && slab::class_for(user_key.len(), value.len()).is_some()
-            && self.tracker.clock(user_key) == Some(tracker::MAX_CLOCK)
-            && self.tracker.beats_evicted(user_key)
+            && self.tracker.promotable(user_key)
     }
 
     /// Copies `objects` (user key, sequence, value: each the newest version of its key, which

@@ -167,6 +167,18 @@ impl Tracker {
         sketch.estimate(hash_key(key)) > self.bar.get(sketch.generation())
     }
 
+    /// Whether `key` is worth promoting: at the top clock value, and read more often lately
+    /// than the objects demotions evict ([`Tracker::beats_evicted`]). On the read path of
+    /// every table read, so the key is hashed once for both.
+    pub fn promotable(&self, key: &[u8]) -> bool {
+        let (shard, hash) = self.shard(key);
+        if shard.lock().clock(key, hash) != Some(MAX_CLOCK) {
+            return false;
+        }
+        let sketch = self.frequencies.read();
+        sketch.estimate(hash) > self.bar.get(sketch.generation())
+    }
+
     /// The frequency a promotion candidate must beat now.
     pub fn admission_bar(&self) -> u8 {
         self.bar.get(self.frequencies.read().generation())
@@ -365,6 +377,19 @@ mod tests {
             "as often as the victims: not worth the swap"
         );
         assert!(!t.beats_evicted(b"once"));
+        // Promotable: both at the top clock value and beating the bar.
+        assert!(t.promotable(b"hot"));
+        assert!(
+            !t.promotable(b"v2"),
+            "at the top clock value, but not above the bar"
+        );
+        touch(b"new", 1);
+        t.note_evicted([b"never"].into_iter().map(|k| k.as_slice()));
+        assert!(t.beats_evicted(b"new"));
+        assert!(
+            !t.promotable(b"new"),
+            "above the bar, but it entered at clock 0"
+        );
     }
 
     #[test]
