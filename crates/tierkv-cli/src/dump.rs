@@ -71,8 +71,13 @@ fn write_edit(i: usize, e: &VersionEdit, enc: Encoding, out: &mut dyn Write) -> 
 }
 
 fn describe_new_file(f: &NewFile, enc: Encoding) -> String {
+    // A table merged within L0 sorts there by the least of its inputs' orders.
+    let l0_order = match f.l0_seq == f.largest_seq {
+        true => String::new(),
+        false => format!(", L0 order {}", f.l0_seq),
+    };
     format!(
-        "L{} {:06}.sst on {}: {}, {} entries ({} deletions), keys {} .. {}, seq {}..{}",
+        "L{} {:06}.sst on {}: {}, {} entries ({} deletions), keys {} .. {}, seq {}..{}{l0_order}",
         f.level,
         f.number,
         f.tier,

@@ -16,7 +16,8 @@ use crate::version::{FileMeta, Version};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// A compaction to run: `inputs` of `level` merged with `next_inputs` of `level + 1`.
+/// A compaction to run: `inputs` of `level` merged with `next_inputs` of `level + 1`, or, for
+/// a merge within L0 (`within_l0`), L0 tables merged into one L0 table.
 #[derive(Debug, Clone)]
 pub struct CompactionTask {
     /// Source level.
@@ -25,12 +26,26 @@ pub struct CompactionTask {
     pub inputs: Vec<Arc<FileMeta>>,
     /// Overlapping files of the next level.
     pub next_inputs: Vec<Arc<FileMeta>>,
+    /// The inputs are the newest L0 tables, merged into one L0 table ([`within_l0_task`]).
+    pub within_l0: bool,
 }
 
 impl CompactionTask {
     /// The level outputs go to.
     pub fn output_level(&self) -> usize {
-        self.level + 1
+        if self.within_l0 {
+            0
+        } else {
+            self.level + 1
+        }
+    }
+
+    /// The L0 order of a merge within L0's output: the least of its inputs' (see
+    /// [`FileMeta::l0_seq`]).
+    pub fn merged_l0_seq(&self) -> Option<SeqNo> {
+        self.within_l0
+            .then(|| self.inputs.iter().map(|f| f.l0_seq).min())
+            .flatten()
     }
 
     /// Every input file.
@@ -99,7 +114,53 @@ pub fn pick(version: &Version, opts: &Options, busy: &HashSet<u64>) -> Option<Co
     scores
         .into_iter()
         .take_while(|&(_, s)| s >= 1.0)
-        .find_map(|(level, _)| pick_level(version, level, busy))
+        .find_map(|(level, _)| {
+            let within = (level == 0)
+                .then(|| within_l0_task(version, opts, busy))
+                .flatten();
+            within.or_else(|| pick_level(version, level, busy))
+        })
+}
+
+/// A merge of L0's newest small tables into one L0 table, when L0 would otherwise merge into
+/// the last sorted run (L1) by its file count alone, holding less than [`L0_RUN_SHARE`] of the
+/// run's bytes. `None` unless at least `l0_compaction_trigger` such tables lead L0.
+///
+/// Why: with a hot store, most of a flush goes to the store, and L0 gets small tables (a
+/// flush's leftovers, a demotion's objects). They reached the file-count ceiling long before
+/// the share, and each merge then rewrote the whole run for a few MiB: in the lab at a
+/// million keys, 15 tables of about 1.4 MiB merged into a 900 MiB run, and ycsb-a's run phase
+/// wrote 7 capacity-tier bytes per user byte (ycsb-b's 27). Merged among themselves, they cost
+/// one more write, and the run is rewritten once L0 holds its share.
+///
+/// Small: at most two memtables' bytes, which a flush never passes and a merge of the
+/// trigger's count of full flushes does, so such a merge's output is not merged again (one of
+/// small leftovers may be, at a cost as small as they are). The inputs are a prefix of L0's
+/// order, free tables only: the output then sorts where its oldest input did (its `l0_seq`,
+/// the least of theirs), after every table newer than its inputs and before every older one.
+fn within_l0_task(
+    version: &Version,
+    opts: &Options,
+    busy: &HashSet<u64>,
+) -> Option<CompactionTask> {
+    let bottom = crate::placement::runs::bottom_level(version, opts);
+    let run = version.level_bytes(1);
+    let share = version.level_bytes(0) as f64 / (run as f64 * L0_RUN_SHARE);
+    if bottom != 1 || run == 0 || share >= 1.0 {
+        return None;
+    }
+    let small = 2 * opts.memtable.write_buffer_size as u64;
+    let inputs: Vec<Arc<FileMeta>> = version.levels[0]
+        .iter()
+        .take_while(|f| f.size <= small && !busy.contains(&f.number))
+        .cloned()
+        .collect();
+    (inputs.len() >= opts.compaction.l0_compaction_trigger.max(2)).then_some(CompactionTask {
+        level: 0,
+        inputs,
+        next_inputs: Vec::new(),
+        within_l0: true,
+    })
 }
 
 fn pick_level(version: &Version, level: usize, busy: &HashSet<u64>) -> Option<CompactionTask> {
@@ -144,6 +205,7 @@ fn with_next_inputs(version: &Version, level: usize, inputs: Vec<Arc<FileMeta>>)
         level,
         inputs,
         next_inputs,
+        within_l0: false,
     }
 }
 
@@ -242,18 +304,71 @@ mod tests {
         opts
     }
 
-    /// `l0` files of `l0_size` bytes each over one L1 table of `run` bytes, L1 the last
-    /// sorted run (`capacity_levels = 1`, no level on the fast tier); whether L0 is picked,
-    /// with the default triggers.
-    fn l0_into_one_run_picked(l0: u64, l0_size: u64, run: u64) -> bool {
+    /// Options with L1 the last sorted run (`capacity_levels = 1`, no level on the fast
+    /// tier), the default triggers otherwise.
+    fn one_run_opts() -> Options {
         let mut opts = Options::default();
         opts.placement.capacity_levels = crate::options::CapacityLevels::Fixed(1);
         opts.placement.levels_on_fast = 0;
+        opts
+    }
+
+    /// `l0` files of `l0_size` bytes each (file `i + 1` written at sequence `10 + i`) over one
+    /// L1 table of `run` bytes, L1 the last sorted run.
+    fn l0_over_one_run(l0: u64, l0_size: u64, run: u64) -> Version {
         let mut files = vec![(1, meta(1000, b"a", b"z", run, 1))];
         files.extend((0..l0).map(|i| (0, meta(i + 1, b"a", b"z", l0_size, 10 + i))));
         let v = Version::empty(4).apply(&[], &files).unwrap();
-        assert_eq!(crate::placement::runs::bottom_level(&v, &opts), 1);
-        pick(&v, &opts, &HashSet::new()).is_some_and(|t| t.level == 0)
+        assert_eq!(crate::placement::runs::bottom_level(&v, &one_run_opts()), 1);
+        v
+    }
+
+    /// Whether L0 is picked (into the run or within L0) with `l0` files of `l0_size` bytes
+    /// over a run of `run` bytes.
+    fn l0_into_one_run_picked(l0: u64, l0_size: u64, run: u64) -> bool {
+        let v = l0_over_one_run(l0, l0_size, run);
+        pick(&v, &one_run_opts(), &HashSet::new()).is_some_and(|t| t.level == 0)
+    }
+
+    #[test]
+    fn small_l0_tables_at_the_file_ceiling_merge_within_l0_newest_first_and_free_only() {
+        let opts = one_run_opts();
+        let run = 100_000;
+        let numbers = |t: &CompactionTask| t.inputs.iter().map(|f| f.number).collect::<Vec<_>>();
+        // Fifteen small tables (the ceiling): all fifteen merge into one L0 table, which
+        // sorts where the oldest did.
+        let v = l0_over_one_run(15, 10, run);
+        let t = pick(&v, &opts, &HashSet::new()).unwrap();
+        assert!(t.within_l0 && t.next_inputs.is_empty());
+        assert_eq!(t.output_level(), 0);
+        assert_eq!(numbers(&t), (1..=15).rev().collect::<Vec<_>>());
+        assert_eq!(t.merged_l0_seq(), Some(10));
+        // A busy table ends the prefix: the three newest are fewer than the trigger (four),
+        // so nothing is picked (the merge into the run needs every L0 table free).
+        let busy: HashSet<u64> = [12].into();
+        assert!(pick(&v, &opts, &busy).is_none());
+        let busy: HashSet<u64> = [10].into();
+        assert_eq!(
+            numbers(&pick(&v, &opts, &busy).unwrap()),
+            [15, 14, 13, 12, 11]
+        );
+        // A table larger than two memtables (an earlier merge's) ends it too.
+        let memtable = opts.memtable.write_buffer_size as u64;
+        let v = l0_over_one_run(15, 10, 20 * memtable);
+        let mut big = (*v.levels[0][5]).clone();
+        big.size = 2 * memtable + 1;
+        let v2 = v.apply(&[(0, big.number)], &[(0, Arc::new(big))]).unwrap();
+        assert_eq!(
+            numbers(&pick(&v2, &opts, &HashSet::new()).unwrap()),
+            [15, 14, 13, 12, 11]
+        );
+        // L0 at a third of the run merges into it, however small its tables.
+        let t = pick(&l0_over_one_run(15, 2_300, run), &opts, &HashSet::new()).unwrap();
+        assert!(!t.within_l0 && t.next_inputs.len() == 1 && t.output_level() == 1);
+        // Not without a one-run capacity tier: L0 then merges into L1 as always.
+        let v = l0_over_one_run(15, 10, run);
+        let t = pick(&v, &Options::default(), &HashSet::new()).unwrap();
+        assert!(!t.within_l0);
     }
 
     #[test]

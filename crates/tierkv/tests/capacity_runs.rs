@@ -221,3 +221,44 @@ fn a_read_that_misses_the_hot_store_costs_one_capacity_tier_read() {
         "capacity-tier reads per get: {unpinned:?}"
     );
 }
+
+#[test]
+fn small_flushes_over_one_run_merge_within_l0_and_reads_keep_the_newest_versions() {
+    // 4 000 records in the run behind a 512 KiB store; then forty flushes of twenty updates
+    // each (about 20 KiB per L0 table): L0 reaches its file ceiling (three quarters of the
+    // slowdown trigger, 15) long before a third of the run's bytes.
+    let fs = FaultFs::new(3);
+    let opts = || prismdb(512 << 10).fs(fs.clone()).build().unwrap();
+    let db = open(opts());
+    load(&db, 4_000);
+    let w = WriteOptions::default();
+    let mut newest: Vec<Vec<u8>> = (0..4_000).map(value).collect();
+    for round in 0..40u32 {
+        for j in 0..20u32 {
+            let i = (round * 97 + j * 191) % 4_000;
+            let v = value(100_000 + round * 20 + j);
+            db.put(&w, &key(i), &v).unwrap();
+            newest[i as usize] = v;
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let stats = db.stats();
+    assert!(
+        stats.levels[0].compactions_into > 0,
+        "no merge within L0: {:#?}",
+        stats.levels
+    );
+    assert_eq!(run_levels(&db.live_files()), [1]);
+    let check = |db: &Db, what: &str| {
+        let r = ReadOptions::default();
+        for i in 0..4_000u32 {
+            let got = db.get(&r, &key(i)).unwrap();
+            assert_eq!(got.as_ref(), Some(&newest[i as usize]), "{what}: key {i}");
+        }
+    };
+    check(&db, "open");
+    drop(db);
+    let db = open(opts());
+    check(&db, "reopened");
+}

@@ -37,8 +37,8 @@ use std::time::Instant;
 use tierkv::env::{CrashPolicy, FaultFs, FaultKind, Fs, WritableFile};
 use tierkv::inspect::LogReader;
 use tierkv::{
-    Compression, Db, Durability, Error, HotAdmission, HotEviction, HotTier, Options, ReadOptions,
-    RecoveryMode, Result, WalMode, WriteBatch, WriteOptions,
+    CapacityLevels, Compression, Db, Durability, Error, HotAdmission, HotEviction, HotTier,
+    Options, ReadOptions, RecoveryMode, Result, WalMode, WriteBatch, WriteOptions,
 };
 
 /// Keys of the workload are `key0000..key0299`: few enough that keys are overwritten and deleted
@@ -336,6 +336,9 @@ struct Shape {
     /// Write groups overlap and are inserted into the memtable in parallel, however small
     /// (`wal.concurrent_memtable_writes`, `wal.concurrent_memtable_min_ops = 1`).
     parallel_inserts: bool,
+    /// One sorted run below L0 (`capacity_levels = 1`) and L0's file ceiling at three
+    /// tables (slowdown trigger 4), so small L0 tables merge within L0 often.
+    one_run: bool,
 }
 
 const BASE: Shape = Shape {
@@ -357,6 +360,7 @@ const BASE: Shape = Shape {
     hot_partitions: 1,
     split_threshold: 0,
     parallel_inserts: false,
+    one_run: false,
 };
 
 fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
@@ -374,6 +378,12 @@ fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
         b = b
             .values(tierkv::ValuesMode::Split)
             .split_threshold(shape.split_threshold);
+    }
+    if shape.one_run {
+        b = b
+            .capacity_levels(CapacityLevels::Fixed(1))
+            .l0_slowdown_trigger(4)
+            .l0_stop_trigger(8);
     }
     b.fault_tiers_capped(shape.fast_capacity)
         .levels_on_fast(shape.levels_on_fast)
@@ -1177,6 +1187,25 @@ fn crash_sweep_hot_tier_demoting_into_bottom() {
         max_value: 400,
         hot_admission: HotAdmission::MakeRoom,
         hot_demote_into_bottom: true,
+        ..BASE
+    };
+    half_sweep(shape, &["hot-slab", "compaction-table"]);
+}
+
+/// The hot store over its budget above one sorted run, with L0's file ceiling low: flushes'
+/// leftovers and demotions' tables merge within L0 (each output ordered by its oldest input)
+/// as well as into the run. No acknowledged write is lost and no older value returns,
+/// whichever of the merge's edit, a demotion's table or the slot clears a crash falls between.
+#[test]
+fn crash_sweep_hot_tier_merging_within_l0() {
+    let shape = Shape {
+        name: "hot-tier-merging-within-l0",
+        hot_budget: 64 << 10,
+        // Values as large as their bytes: enough of the data passes the store to fill a
+        // run (about 200 merges within L0 in a sweep).
+        incompressible: true,
+        levels_on_fast: 0,
+        one_run: true,
         ..BASE
     };
     half_sweep(shape, &["hot-slab", "compaction-table"]);

@@ -458,11 +458,14 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     let mut merged = MergingIter::new(children);
     // Hot tier hook: popular objects a compaction into the capacity tier meets may go back
     // to the hot store.
-    let mut merged = super::hot::OfferingIter::new(db, &mut merged, !preferred.is_fast());
+    // (Not from a merge within L0: a key there has a version in L0, so none is promoted.)
+    let offering = !preferred.is_fast() && !task.within_l0;
+    let mut merged = super::hot::OfferingIter::new(db, &mut merged, offering);
     // NB: only the deeper levels, not the whole version: a version held here would keep the
     // next-level inputs that chunks already replaced on disk until the compaction ends.
     let deeper = db.versions.current().deeper_than(out_level);
-    let is_bottom = |uk: &[u8]| deeper.is_bottom_for_key(out_level, uk);
+    // NB: a merge within L0 keeps every tombstone: older L0 tables may hold what it hides.
+    let is_bottom = |uk: &[u8]| !task.within_l0 && deeper.is_bottom_for_key(out_level, uk);
     let mut filter = EntryFilter::new(db.oldest_snapshot());
     let mut install = |consumed: &[Arc<FileMeta>], outputs: Vec<TableOutput>| {
         let mut edit = VersionEdit {
@@ -484,7 +487,13 @@ fn move_or_merge(db: &DbInner, task: &CompactionTask, slot: usize) -> Result<()>
     if task.next_inputs.len() > 1 {
         sink.chunks = Some(Chunks::new(&task.next_inputs, &mut install));
     }
-    let files = sink.run(&mut merged, &mut filter, &is_bottom)?;
+    // A merge within L0 writes one table, as each of its inputs is one (see
+    // `compaction::within_l0_task`).
+    sink.one_table = task.within_l0;
+    let mut files = sink.run(&mut merged, &mut filter, &is_bottom)?;
+    if let Some(l0_seq) = task.merged_l0_seq() {
+        files.iter_mut().for_each(|f| f.meta.l0_seq = l0_seq);
+    }
     let installed = sink.chunks.as_ref().map_or(0, |c| c.installed);
     drop(sink);
     edit.deleted_files = deleted(task.level, &task.inputs);
@@ -591,6 +600,8 @@ struct TableSink<'a, 'b> {
     created: Vec<std::path::PathBuf>,
     done: Vec<TableOutput>,
     chunks: Option<Chunks<'a>>,
+    /// Writes one table, never cut at `target_file_size`.
+    one_table: bool,
 }
 
 struct OpenTable {
@@ -617,6 +628,7 @@ impl<'a, 'b> TableSink<'a, 'b> {
             created: Vec::new(),
             done: Vec::new(),
             chunks: None,
+            one_table: false,
         }
     }
 
@@ -645,7 +657,10 @@ impl<'a, 'b> TableSink<'a, 'b> {
         filter: &mut EntryFilter,
         is_bottom: &dyn Fn(&[u8]) -> bool,
     ) -> Result<()> {
-        let target = self.ctx.opts.compaction.target_file_size;
+        let target = match self.one_table {
+            true => u64::MAX,
+            false => self.ctx.opts.compaction.target_file_size,
+        };
         let mut current: Option<OpenTable> = None;
         iter.seek_to_first();
         while iter.valid() {
@@ -770,6 +785,7 @@ fn finish_table(ctx: &OutputCtx<'_>, mut t: OpenTable) -> Result<TableOutput> {
         largest: props.largest_key.clone(),
         smallest_seq: props.smallest_seq,
         largest_seq: props.largest_seq,
+        l0_seq: props.largest_seq,
         num_entries: props.num_entries,
         num_deletions: props.num_deletions,
     };

@@ -187,6 +187,9 @@ pub fn is_trivial_move(
     let [only] = task.inputs.as_slice() else {
         return false;
     };
+    if task.within_l0 {
+        return false;
+    }
     let fits =
         || !only.tier.is_fast() || only.size <= budget.deep_room(version, task.output_level());
     task.next_inputs.is_empty() && only.tier == level_tier && fits()
@@ -278,6 +281,7 @@ mod tests {
             level,
             inputs: vec![find(level, number)],
             next_inputs: next.iter().map(|&n| find(level + 1, n)).collect(),
+            within_l0: false,
         }
     }
 

@@ -16,6 +16,10 @@ const TAG_NEW_FILE: u64 = 5;
 const TAG_DELETED_FILE: u64 = 6;
 const TAG_TIERS: u64 = 7;
 const TAG_FORMAT_VERSION: u64 = 8;
+/// A new file whose L0 order differs from its largest sequence (a table merged within L0): a
+/// new-file body followed by that sequence. Required, not optional: a reader that ordered the
+/// table by its largest sequence could answer a read with an older version.
+const TAG_NEW_MERGED_L0_FILE: u64 = 9;
 const TAG_OPTIONAL_BIT: u64 = 0x40;
 
 /// A table file as the MANIFEST records it.
@@ -37,6 +41,9 @@ pub struct NewFile {
     pub smallest_seq: SeqNo,
     /// Largest sequence number in the file.
     pub largest_seq: SeqNo,
+    /// The sequence L0 orders the file by (`FileMeta::l0_seq`); its largest sequence unless
+    /// it was merged within L0.
+    pub l0_seq: SeqNo,
     /// Entries in the file.
     pub num_entries: u64,
     /// Tombstones in the file.
@@ -110,7 +117,13 @@ impl VersionEdit {
             field(&mut out, TAG_DELETED_FILE, &body);
         }
         for f in &self.new_files {
-            field(&mut out, TAG_NEW_FILE, &encode_new_file(f));
+            let mut body = encode_new_file(f);
+            if f.l0_seq == f.largest_seq {
+                field(&mut out, TAG_NEW_FILE, &body);
+            } else {
+                put_varint(&mut body, f.l0_seq);
+                field(&mut out, TAG_NEW_MERGED_L0_FILE, &body);
+            }
         }
         out
     }
@@ -148,6 +161,11 @@ impl VersionEdit {
             TAG_NEW_FILE => self
                 .new_files
                 .push(decode_new_file(&mut d).ok_or_else(bad)?),
+            TAG_NEW_MERGED_L0_FILE => {
+                let mut f = decode_new_file(&mut d).ok_or_else(bad)?;
+                f.l0_seq = d.varint().ok_or_else(bad)?;
+                self.new_files.push(f);
+            }
             TAG_TIERS => self.tiers = Some(decode_tiers(&mut d).ok_or_else(bad)?),
             t if t & TAG_OPTIONAL_BIT != 0 => {}
             t => return Err(format!("unknown required field tag {t} (newer format?)")),
@@ -175,18 +193,28 @@ fn encode_new_file(f: &NewFile) -> Vec<u8> {
     b
 }
 
+/// Decodes a new-file body; its L0 order is its largest sequence until a field says otherwise.
 fn decode_new_file(d: &mut Decoder<'_>) -> Option<NewFile> {
+    let level = usize::try_from(d.varint()?).ok()?;
+    let number = d.varint()?;
+    let tier = String::from_utf8(d.length_prefixed()?.to_vec()).ok()?;
+    let size = d.varint()?;
+    let smallest = d.length_prefixed()?.to_vec();
+    let largest = d.length_prefixed()?.to_vec();
+    let [smallest_seq, largest_seq, num_entries, num_deletions] =
+        [d.varint()?, d.varint()?, d.varint()?, d.varint()?];
     Some(NewFile {
-        level: usize::try_from(d.varint()?).ok()?,
-        number: d.varint()?,
-        tier: String::from_utf8(d.length_prefixed()?.to_vec()).ok()?,
-        size: d.varint()?,
-        smallest: d.length_prefixed()?.to_vec(),
-        largest: d.length_prefixed()?.to_vec(),
-        smallest_seq: d.varint()?,
-        largest_seq: d.varint()?,
-        num_entries: d.varint()?,
-        num_deletions: d.varint()?,
+        level,
+        number,
+        tier,
+        size,
+        smallest,
+        largest,
+        smallest_seq,
+        largest_seq,
+        l0_seq: largest_seq,
+        num_entries,
+        num_deletions,
     })
 }
 
@@ -216,6 +244,7 @@ mod tests {
                 largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
                 smallest_seq: 1,
                 largest_seq: 1000,
+                l0_seq: 1000,
                 num_entries: 10,
                 num_deletions: 1,
             }],
@@ -229,6 +258,26 @@ mod tests {
     fn round_trip() {
         let e = sample();
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
+    }
+
+    #[test]
+    fn a_table_merged_within_l0_keeps_its_l0_order_in_a_field_old_readers_refuse() {
+        let mut e = sample();
+        e.new_files[0].level = 0;
+        e.new_files[0].l0_seq = 400;
+        let bytes = e.encode();
+        assert_eq!(VersionEdit::decode(&bytes).unwrap(), e);
+        assert!(bytes.contains(&(TAG_NEW_MERGED_L0_FILE as u8)));
+        const { assert!(TAG_NEW_MERGED_L0_FILE & TAG_OPTIONAL_BIT == 0) };
+        // An ordinary table is written as before, byte for byte.
+        let plain = sample().encode();
+        let mut legacy = Vec::new();
+        field(
+            &mut legacy,
+            TAG_NEW_FILE,
+            &encode_new_file(&sample().new_files[0]),
+        );
+        assert!(plain.ends_with(&legacy));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! clone the `Arc` and keep using their version across flushes and compactions. A table file is
 //! deleted only when no live version lists it.
 //!
-//! INVARIANT: L0 files are ordered newest first (by largest sequence); files of L1 and deeper
+//! INVARIANT: L0 files are ordered newest first (by [`FileMeta::l0_seq`]: the largest
+//! sequence, or for a table merged from L0 tables the least of theirs); files of L1 and deeper
 //! are ordered by smallest key and their user-key ranges do not overlap.
 
 pub mod edit;
@@ -36,6 +37,12 @@ pub struct FileMeta {
     pub smallest_seq: SeqNo,
     /// Largest sequence number.
     pub largest_seq: SeqNo,
+    /// The sequence L0 orders this table by, newest first: its largest sequence, except for a
+    /// table merged from L0 tables within L0, which takes the least of theirs
+    /// (ARCHITECTURE.md, "Merges within L0"). It sorts where its oldest input did, so
+    /// a table that later joins L0 holding newer versions of its keys (a hot-store demotion's)
+    /// still sorts before it.
+    pub l0_seq: SeqNo,
     /// Entries.
     pub num_entries: u64,
     /// Tombstones.
@@ -76,6 +83,7 @@ impl FileMeta {
             largest: self.largest.clone(),
             smallest_seq: self.smallest_seq,
             largest_seq: self.largest_seq,
+            l0_seq: self.l0_seq,
             num_entries: self.num_entries,
             num_deletions: self.num_deletions,
         }
@@ -90,9 +98,7 @@ pub struct Version {
 }
 
 fn l0_order(a: &Arc<FileMeta>, b: &Arc<FileMeta>) -> Ordering {
-    b.largest_seq
-        .cmp(&a.largest_seq)
-        .then(b.number.cmp(&a.number))
+    b.l0_seq.cmp(&a.l0_seq).then(b.number.cmp(&a.number))
 }
 
 impl Version {
@@ -261,6 +267,7 @@ pub(crate) mod tests {
             largest: internal_key(hi, seq, ValueKind::Value),
             smallest_seq: seq,
             largest_seq: seq,
+            l0_seq: seq,
             num_entries: 1,
             num_deletions: 0,
         })
@@ -291,6 +298,28 @@ pub(crate) mod tests {
         assert!(!v.deeper_than(1).is_bottom_for_key(1, b"d"));
         assert!(v.deeper_than(1).levels[..=1].iter().all(Vec::is_empty));
         v.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_table_merged_within_l0_sorts_where_its_oldest_input_did() {
+        // Merged from tables whose largest sequences were 10..=24.
+        let mut merged = (*meta(7, b"a", b"z", 100, 24)).clone();
+        merged.l0_seq = 10;
+        let v = Version::empty(2)
+            .apply(
+                &[],
+                &[
+                    (0, Arc::new(merged)),
+                    // Joined L0 later: a demotion's table of versions up to 15, and a flush.
+                    (0, meta(8, b"a", b"z", 100, 15)),
+                    (0, meta(9, b"a", b"z", 100, 30)),
+                    // Older than every input.
+                    (0, meta(3, b"a", b"z", 100, 9)),
+                ],
+            )
+            .unwrap();
+        let order: Vec<u64> = v.levels[0].iter().map(|f| f.number).collect();
+        assert_eq!(order, [9, 8, 7, 3]);
     }
 
     #[test]

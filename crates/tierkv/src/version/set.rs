@@ -424,6 +424,7 @@ fn meta_from_new_file(nf: &super::NewFile, tier: TierId) -> FileMeta {
         largest: nf.largest.clone(),
         smallest_seq: nf.smallest_seq,
         largest_seq: nf.largest_seq,
+        l0_seq: nf.l0_seq,
         num_entries: nf.num_entries,
         num_deletions: nf.num_deletions,
     }
