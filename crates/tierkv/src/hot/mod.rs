@@ -1620,17 +1620,28 @@ mod tests {
         assert_eq!(open().stats().objects, 0, "every slot cleared");
     }
 
-    #[test]
-    fn a_demotion_takes_the_least_read_objects_of_its_range_and_sets_the_promotion_bar() {
-        let fs: Arc<dyn Fs> = FaultFs::new(0);
-        let dir = Path::new("/hot");
-        let key = |i: u64| format!("key{i:06}").into_bytes();
+    /// Key `i` of the small-store tests.
+    fn key(i: u64) -> Vec<u8> {
+        format!("key{i:06}").into_bytes()
+    }
+
+    /// The slab class of a [`key`] with a one-byte value, and a store's options whose
+    /// budget is 100 such slots.
+    fn hundred_slots() -> (usize, HotTierOptions) {
         let class = slab::class_for(key(0).len(), 1).unwrap();
         let opts = HotTierOptions {
             mode: crate::options::HotTier::Slab,
             budget: 100 * CLASS_SIZES[class] as u64,
             ..HotTierOptions::default()
         };
+        (class, opts)
+    }
+
+    #[test]
+    fn a_demotion_takes_the_least_read_objects_of_its_range_and_sets_the_promotion_bar() {
+        let fs: Arc<dyn Fs> = FaultFs::new(0);
+        let dir = Path::new("/hot");
+        let (class, opts) = hundred_slots();
         let open = || {
             HotStore::open(&fs, dir, &opts, 1, 0, false, false)
                 .unwrap()
@@ -1668,13 +1679,7 @@ mod tests {
     #[test]
     fn a_flush_fills_the_store_with_new_keys_to_the_low_watermark_and_keys_seen_before_beyond() {
         let fs: Arc<dyn Fs> = FaultFs::new(0);
-        let key = |i: u64| format!("key{i:06}").into_bytes();
-        let class = slab::class_for(key(0).len(), 1).unwrap();
-        let opts = HotTierOptions {
-            mode: crate::options::HotTier::Slab,
-            budget: 100 * CLASS_SIZES[class] as u64,
-            ..HotTierOptions::default()
-        };
+        let (_, opts) = hundred_slots();
         let (store, _) = HotStore::open(&fs, Path::new("/hot"), &opts, 1, 0, false, false).unwrap();
         let flush = |seq: SeqNo, keys: &mut dyn Iterator<Item = u64>| {
             let mem = Arc::new(crate::memtable::MemTable::new(0));
