@@ -10,10 +10,12 @@
 //!
 //! Why no other job can write the merge's key range meanwhile: the bottom level's tables
 //! overlapping the range, and the tables of the level above overlapping it (all of L0 when
-//! that level is L0, since an L0 compaction takes every L0 table and its outputs may span
-//! gaps), are marked busy before the merge starts, or the objects go to L0 if any is busy
+//! that level is L0, since an L0 compaction into L1 takes every L0 table and its outputs may
+//! span gaps), are marked busy before the merge starts, or the objects go to L0 if any is busy
 //! already. A compaction into the bottom level must take a busy table to reach the range (its
-//! inputs' ranges form one interval through its single upper input), so none is picked.
+//! inputs' ranges form one interval through its single upper input), so none is picked. (A
+//! merge within L0 may run meanwhile on tables newer than the busy ones: it writes L0, not the
+//! bottom level.)
 //! Flushes may run meanwhile (`db::hot::demotion_job`), but they write only versions newer
 //! than every demoted one, which belong above the run: no older version of a merged key can
 //! appear above it.
