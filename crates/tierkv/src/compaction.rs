@@ -91,17 +91,18 @@ fn l0_score(version: &Version, opts: &Options, bottom: usize) -> f64 {
     let c = &opts.compaction;
     let files = version.levels[0].len() as f64;
     let by_count = files / c.l0_compaction_trigger as f64;
-    let run = if bottom == 1 {
-        version.level_bytes(1)
-    } else {
-        0
-    };
-    if run == 0 {
+    let Some(by_share) = l0_share_of_run(version, bottom) else {
         return by_count;
-    }
-    let by_share = version.level_bytes(0) as f64 / (run as f64 * L0_RUN_SHARE);
+    };
     let ceiling = (c.l0_slowdown_trigger * 3 / 4).max(c.l0_compaction_trigger);
     by_count.min(by_share).max(files / ceiling as f64)
+}
+
+/// L0's bytes over [`L0_RUN_SHARE`] of the last sorted run's, when L0 merges straight into
+/// that run (`bottom` is L1, holding data); `None` otherwise.
+fn l0_share_of_run(version: &Version, bottom: usize) -> Option<f64> {
+    let run = version.level_bytes(1);
+    (bottom == 1 && run > 0).then(|| version.level_bytes(0) as f64 / (run as f64 * L0_RUN_SHARE))
 }
 
 /// Chooses the most urgent compaction whose files are not `busy`, if any level needs one.
@@ -144,9 +145,7 @@ fn within_l0_task(
     busy: &HashSet<u64>,
 ) -> Option<CompactionTask> {
     let bottom = crate::placement::runs::bottom_level(version, opts);
-    let run = version.level_bytes(1);
-    let share = version.level_bytes(0) as f64 / (run as f64 * L0_RUN_SHARE);
-    if bottom != 1 || run == 0 || share >= 1.0 {
+    if l0_share_of_run(version, bottom)? >= 1.0 {
         return None;
     }
     let small = 2 * opts.memtable.write_buffer_size as u64;

@@ -758,7 +758,7 @@ impl HotStore {
         // batch is published, but not once the flush commits.
         let mut superseded = 0u64;
         for (user_key, versions) in groups {
-            self.tracker.touch(&user_key);
+            let seen = self.tracker.touch(&user_key);
             let current = self
                 .index
                 .read()
@@ -775,7 +775,7 @@ impl HotStore {
                     .admissible_class(&user_key, &versions[0])
                     .is_some_and(|c| {
                         let net = self.index.read().bytes.saturating_sub(superseded);
-                        net + CLASS_SIZES[c] as u64 <= self.admission_limit(&user_key)
+                        net + CLASS_SIZES[c] as u64 <= self.admission_limit(seen)
                     }),
             };
             let in_store = current.is_some();
@@ -953,13 +953,12 @@ impl HotStore {
         self.demoting.store(running, Ordering::Relaxed);
     }
 
-    /// Bytes of slots the store may hold after taking `user_key`, a key new to it, in a
-    /// flush (the flush has touched it in the tracker). The whole budget under `make-room`
-    /// admission (the flush made room for every key first), under the weight policy
-    /// (SplitKV's fast area takes every small item it has room for), and for a key the
-    /// tracker saw before this flush (at the top clock value: read or written lately);
-    /// under `when-free`, for a key seen for the first time, only up to where a demotion
-    /// stops, the low watermark.
+    /// Bytes of slots the store may hold after taking a key new to it in a flush; `seen`:
+    /// the tracker saw the key before this flush (read or written lately). The whole budget
+    /// under `make-room` admission (the flush made room for every key first), under the
+    /// weight policy (SplitKV's fast area takes every small item it has room for), and for a
+    /// key seen before; under `when-free`, for a key seen for the first time, only up to
+    /// where a demotion stops, the low watermark.
     ///
     /// Why: a flush that filled the store to its budget with keys written once and never
     /// read passed the high watermark, and the demotion that followed sent as many objects to
@@ -969,13 +968,10 @@ impl HotStore {
     /// demotion then evicts colder objects for them. (Keeping that room for keys as popular
     /// as promotion candidates alone halved ycsb-a's throughput: the updates it turned away
     /// went to L0.)
-    fn admission_limit(&self, user_key: &[u8]) -> u64 {
+    fn admission_limit(&self, seen: bool) -> u64 {
         let budget = self.opts.budget;
         let when_free = self.opts.admission == HotAdmission::WhenFree;
-        if !when_free
-            || self.weights.is_some()
-            || self.tracker.clock(user_key) == Some(tracker::MAX_CLOCK)
-        {
+        if !when_free || self.weights.is_some() || seen {
             return budget;
         }
         (budget as f64 * LOW_WATERMARK) as u64
@@ -1659,7 +1655,9 @@ mod tests {
         // Every key read twice (all at the top clock value, so the mapper cannot tell them
         // apart), the first 50 in key order ten times.
         for i in 0..200 {
-            (0..if i < 50 { 10 } else { 2 }).for_each(|_| store.tracker.touch(&key(i)));
+            for _ in 0..if i < 50 { 10 } else { 2 } {
+                store.tracker.touch(&key(i));
+            }
         }
         let demotion = store.plan_demotion(&[], 0).unwrap().unwrap();
         // Down to the low watermark: 95 objects stay. With no bar yet every object read
@@ -1698,7 +1696,9 @@ mod tests {
         assert!(!store.over_budget(), "no demotion follows");
         // Keys read before fill the rest.
         let popular = 200..203;
-        popular.clone().for_each(|i| store.tracker.touch(&key(i)));
+        for i in popular.clone() {
+            store.tracker.touch(&key(i));
+        }
         assert_eq!(flush(1000, &mut popular.chain(300..303)), 3);
         assert_eq!(store.stats().objects, 98);
         assert!(store.get(&key(201), 2000).unwrap() != HotRead::Lsm);

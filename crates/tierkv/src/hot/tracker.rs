@@ -60,18 +60,19 @@ impl Shard {
         pos.insert_unique(hash, i as u32, |&j| hash_key(&keys[j as usize].0));
     }
 
-    fn touch(&mut self, key: &[u8], hash: u64) {
+    /// Records an access; returns whether `key` was tracked before it.
+    fn touch(&mut self, key: &[u8], hash: u64) -> bool {
         if let Some(i) = self.find(key, hash) {
             self.keys[i].1 = MAX_CLOCK;
-            return;
+            return true;
         }
         if self.capacity == 0 {
-            return;
+            return false;
         }
         if self.keys.len() < self.capacity {
             self.keys.push((key.into(), 0));
             self.index(self.keys.len() - 1, hash);
-            return;
+            return false;
         }
         // NB: terminates within four sweeps: each pass decrements every clock.
         loop {
@@ -84,7 +85,7 @@ impl Shard {
                 }
                 self.keys[i] = (key.into(), 0);
                 self.index(i, hash);
-                return;
+                return false;
             }
             self.keys[i].1 -= 1;
         }
@@ -122,11 +123,13 @@ impl Tracker {
         (&self.shards[(hash >> 32) as usize % SHARDS], hash)
     }
 
-    /// Records an access to `key`.
-    pub fn touch(&self, key: &[u8]) {
+    /// Records an access to `key`; returns whether it was tracked before (so now at the top
+    /// clock value: accessed lately).
+    pub fn touch(&self, key: &[u8]) -> bool {
         let (shard, hash) = self.shard(key);
-        shard.lock().touch(key, hash);
+        let seen = shard.lock().touch(key, hash);
         self.frequencies.read().record(hash);
+        seen
     }
 
     /// Lets the tracker hold up to `capacity` keys (never fewer than now), and sizes the
@@ -359,7 +362,11 @@ mod tests {
     #[test]
     fn a_promotion_must_beat_the_median_of_what_demotions_evicted() {
         let t = Tracker::new(1000);
-        let touch = |key: &[u8], times: usize| (0..times).for_each(|_| t.touch(key));
+        let touch = |key: &[u8], times: usize| {
+            (0..times).for_each(|_| {
+                t.touch(key);
+            })
+        };
         // No demotion yet: any key read once is worth a slot, one never read is not.
         touch(b"once", 1);
         assert!(t.beats_evicted(b"once"));
