@@ -329,6 +329,9 @@ pub struct Profile {
     /// The fewest operations of a group inserted in parallel (`cmwops=N`; tierkv's
     /// `wal.concurrent_memtable_min_ops`), if named.
     pub concurrent_memtable_min_ops: Option<usize>,
+    /// When split values reach the value log (`sep=write`, `sep=flush`; tierkv's
+    /// `vlog_separation`), if named.
+    pub separation: Option<tierkv::ValueSeparation>,
 }
 
 /// `placement = auto` settings a profile may set: `bwl=`, `bwh=`, `sph=`, `spt=` (tierkv's
@@ -417,6 +420,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         (false, false, false, false, false);
     let mut concurrent_memtable_writes = None;
     let mut concurrent_memtable_min_ops = None;
+    let mut separation = None;
     let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
     let mut demote_into_bottom = None;
     let mut hot_partitions = None;
@@ -459,6 +463,16 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                     value
                         .parse()
                         .with_context(|| format!("cmwops={value}: expected an operation count"))
+                })?;
+                continue;
+            }
+            Some(("sep", value)) => {
+                set_once(&mut separation, "sep", profile, || {
+                    format!("on-{value}").parse().map_err(|_| {
+                        anyhow::anyhow!(
+                            "sep={value}: expected write or flush (e.g. splitkv+sep=flush)"
+                        )
+                    })
                 })?;
                 continue;
             }
@@ -560,6 +574,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         hot_partitions,
         concurrent_memtable_writes,
         concurrent_memtable_min_ops,
+        separation,
     })
 }
 
@@ -613,7 +628,8 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
                 || profile.admission.is_some()
                 || profile.demote_into_bottom.is_some()
                 || profile.capacity_levels.is_some()
-                || profile.hot_partitions.is_some();
+                || profile.hot_partitions.is_some()
+                || profile.separation.is_some();
             if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
                 bail!(
                     "engine {spec:?}: the hot store, prismdb and split values are tierkv profiles"
@@ -817,6 +833,9 @@ mod tierkv_engine {
             }
             if let Some(ops) = profile.concurrent_memtable_min_ops {
                 b = b.wal_concurrent_memtable_min_ops(ops);
+            }
+            if let Some(separation) = profile.separation {
+                b = b.vlog_separation(separation);
             }
             let durability = if cfg.sync {
                 Durability::Sync
@@ -1325,6 +1344,7 @@ mod tests {
                 hot_partitions: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
+                separation: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1394,6 +1414,7 @@ mod tests {
                 hot_partitions: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
+                separation: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1416,6 +1437,7 @@ mod tests {
                 hot_partitions: None,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
+                separation: None,
                 split: false,
                 splitkv: false,
                 blob: false,
@@ -1433,6 +1455,15 @@ mod tests {
         assert!(parse_profile("cmw=0+cmw=1").is_err());
         assert_eq!(p("cmwops=1").concurrent_memtable_min_ops, Some(1));
         assert!(parse_profile("cmwops=x").is_err());
+        assert_eq!(
+            p("splitkv+sep=flush").separation,
+            Some(tierkv::ValueSeparation::OnFlush)
+        );
+        assert_eq!(
+            p("split+sep=write").separation,
+            Some(tierkv::ValueSeparation::OnWrite)
+        );
+        assert!(parse_profile("splitkv+sep=never").is_err());
         assert_eq!(p("auto+bps=524288").bytes_per_sync, Some(512 << 10));
         let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(

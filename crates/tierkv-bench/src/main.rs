@@ -40,7 +40,9 @@ struct Args {
     /// `cmw=0|1` turns tierkv's parallel memtable insertion of a write group off or on
     /// (tierkv:cmw=0); `cmwops=N` sets the fewest operations of a group it inserts in
     /// parallel (tierkv:cmwops=1).
-    /// `split` is tierkv's SplitKV preset (tierkv:split); `blob` is RocksDB's BlobDB with blob
+    /// `split` is tierkv's SplitKV preset (tierkv:split), `sep=write|flush` when its large
+    /// values reach the value log (vlog_separation; tierkv:splitkv+sep=flush); `blob` is
+    /// RocksDB's BlobDB with blob
     /// GC, its blob files on the first path: the fast tier with ladN, capacity with pl
     /// (rocksdb:lad2+blob, rocksdb:pl+blob).
     /// `prismdb` is tierkv's PrismDB preset, the fast tier's --tier-capacity its hot store's

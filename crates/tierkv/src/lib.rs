@@ -206,8 +206,8 @@ pub use options::Preset;
 pub use options::{
     CacheOptions, CompactionOptions, Compression, Durability, MemtableOptions, Options,
     OptionsBuilder, PipelineOptions, Placement, PlacementOptions, ReadOptions, RecoveryMode,
-    TableOptions, TierConfig, TierKind, TierTables, ValueOptions, ValuesMode, WalMode, WalOptions,
-    WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
+    TableOptions, TierConfig, TierKind, TierTables, ValueOptions, ValueSeparation, ValuesMode,
+    WalMode, WalOptions, WriteOptions, MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use options::{HotAdmission, HotEviction, HotTier, HotTierOptions, MscPolicy};
 pub use snapshot::Snapshot;

@@ -333,6 +333,8 @@ struct Shape {
     /// Values of this many bytes or more go to the value log (`values = "split"`); 0: every
     /// value inline.
     split_threshold: u64,
+    /// Split values are separated at flush (`vlog_separation = "on-flush"`), not on write.
+    split_on_flush: bool,
     /// Write groups overlap and are inserted into the memtable in parallel, however small
     /// (`wal.concurrent_memtable_writes`, `wal.concurrent_memtable_min_ops = 1`).
     parallel_inserts: bool,
@@ -359,6 +361,7 @@ const BASE: Shape = Shape {
     hot_demote_into_bottom: false,
     hot_partitions: 1,
     split_threshold: 0,
+    split_on_flush: false,
     parallel_inserts: false,
     one_run: false,
 };
@@ -377,7 +380,12 @@ fn shaped_options(fs: Arc<dyn Fs>, shape: &Shape) -> Options {
     if shape.split_threshold > 0 {
         b = b
             .values(tierkv::ValuesMode::Split)
-            .split_threshold(shape.split_threshold);
+            .split_threshold(shape.split_threshold)
+            .vlog_separation(if shape.split_on_flush {
+                tierkv::ValueSeparation::OnFlush
+            } else {
+                tierkv::ValueSeparation::OnWrite
+            });
     }
     if shape.one_run {
         b = b
@@ -1239,6 +1247,23 @@ fn crash_sweep_hot_tier_weight_migrating() {
         hot_budget: 64 << 10,
         hot_eviction: HotEviction::Weight,
         split_threshold: 520,
+        max_value: 600,
+        ..BASE
+    };
+    half_sweep(shape, &["hot-slab", "hot-journal"]);
+}
+
+/// The same with values separated at flush: a flush moves the large values it keeps to the
+/// value log and syncs it, the small ones go to slabs, in the same job. Crashes across those
+/// flushes and the migrations lose nothing acknowledged and leave no dangling pointer.
+#[test]
+fn crash_sweep_hot_tier_weight_migrating_values_separated_at_flush() {
+    let shape = Shape {
+        name: "hot-tier-weight-separating-at-flush",
+        hot_budget: 64 << 10,
+        hot_eviction: HotEviction::Weight,
+        split_threshold: 520,
+        split_on_flush: true,
         max_value: 600,
         ..BASE
     };

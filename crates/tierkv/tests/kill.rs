@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tierkv::{Db, Options, ReadOptions, WalMode, WriteBatch, WriteOptions};
+use tierkv::{Db, Options, ReadOptions, ValueSeparation, WalMode, WriteBatch, WriteOptions};
 
 const ENV_DIR: &str = "TIERKV_KILL_CHILD_DIR";
 const ENV_SEED: &str = "TIERKV_KILL_CHILD_SEED";
@@ -73,19 +73,20 @@ struct Variant {
     hot: bool,
     /// The hot store's partitions (`hot_partitions`), when it is on.
     hot_partitions: usize,
-    /// Split values (`values = "split"`): values of 512 bytes or more go to the value log
-    /// first, so a kill also lands between a value-log append and its WAL record.
-    split: bool,
+    /// Split values (`values = "split"`) and when they are separated: values of 512 bytes or
+    /// more go to the value log, on write (so a kill also lands between a value-log append and
+    /// its WAL record) or at flush (between a flush's appends and the edit naming its tables).
+    split: Option<ValueSeparation>,
 }
 
-const VARIANTS: [Variant; 8] = [
+const VARIANTS: [Variant; 9] = [
     Variant {
         name: "group",
         mode: WalMode::Group,
         io_uring: false,
         hot: false,
         hot_partitions: 1,
-        split: false,
+        split: None,
     },
     Variant {
         name: "parallel-uring",
@@ -93,7 +94,7 @@ const VARIANTS: [Variant; 8] = [
         io_uring: true,
         hot: false,
         hot_partitions: 1,
-        split: false,
+        split: None,
     },
     Variant {
         name: "parallel-pwrite",
@@ -101,7 +102,7 @@ const VARIANTS: [Variant; 8] = [
         io_uring: false,
         hot: false,
         hot_partitions: 1,
-        split: false,
+        split: None,
     },
     Variant {
         name: "hot-tier",
@@ -109,7 +110,7 @@ const VARIANTS: [Variant; 8] = [
         io_uring: false,
         hot: true,
         hot_partitions: 1,
-        split: false,
+        split: None,
     },
     Variant {
         name: "hot-tier-partitioned",
@@ -117,7 +118,7 @@ const VARIANTS: [Variant; 8] = [
         io_uring: false,
         hot: true,
         hot_partitions: 3,
-        split: false,
+        split: None,
     },
     Variant {
         name: "append",
@@ -125,7 +126,7 @@ const VARIANTS: [Variant; 8] = [
         io_uring: false,
         hot: false,
         hot_partitions: 1,
-        split: false,
+        split: None,
     },
     Variant {
         name: "zoned",
@@ -133,7 +134,7 @@ const VARIANTS: [Variant; 8] = [
         io_uring: false,
         hot: false,
         hot_partitions: 1,
-        split: false,
+        split: None,
     },
     Variant {
         name: "split-values",
@@ -141,7 +142,15 @@ const VARIANTS: [Variant; 8] = [
         io_uring: false,
         hot: false,
         hot_partitions: 1,
-        split: true,
+        split: Some(ValueSeparation::OnWrite),
+    },
+    Variant {
+        name: "split-values-on-flush",
+        mode: WalMode::Group,
+        io_uring: false,
+        hot: false,
+        hot_partitions: 1,
+        split: Some(ValueSeparation::OnFlush),
     },
 ];
 
@@ -169,10 +178,12 @@ fn options(dir: &Path, variant: Variant) -> Options {
     } else {
         b
     };
-    let b = if variant.split {
-        b.values(tierkv::ValuesMode::Split).split_threshold(512)
-    } else {
-        b
+    let b = match variant.split {
+        Some(separation) => b
+            .values(tierkv::ValuesMode::Split)
+            .split_threshold(512)
+            .vlog_separation(separation),
+        None => b,
     };
     b.build().expect("valid options")
 }
@@ -666,6 +677,11 @@ fn acknowledged_writes_survive_sigkill_split_values() {
 }
 
 #[test]
+fn acknowledged_writes_survive_sigkill_split_values_on_flush() {
+    survives_sigkill(Variant::named("split-values-on-flush"));
+}
+
+#[test]
 fn acknowledged_writes_survive_sigkill_append() {
     survives_sigkill(Variant::named("append"));
 }
@@ -716,7 +732,7 @@ fn survives_sigkill(variant: Variant) {
             candidates = verify(&dir, variant, candidates, seed, round);
         }
     }
-    if variant.split {
+    if variant.split.is_some() {
         let logs = std::fs::read_dir(dir.join("capacity"))
             .expect("capacity tier")
             .filter(|e| {

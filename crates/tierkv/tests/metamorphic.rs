@@ -65,6 +65,8 @@ enum Extra {
     /// The `splitkv` preset: small values in the hot store with the weight policy, under a
     /// budget small enough to migrate, large ones in the value log.
     SplitKv,
+    /// The `splitkv` preset with large values moved to the value log at flush.
+    SplitKvOnFlush,
 }
 
 impl Config {
@@ -221,6 +223,16 @@ const CONFIGS: &[Config] = &[
         TINY_TABLE,
     )
     .with(Extra::SplitKv),
+    config(
+        "group-splitkv-onflush-none",
+        Group,
+        Fixed,
+        0,
+        Compression::None,
+        TINY_MEM,
+        TINY_TABLE,
+    )
+    .with(Extra::SplitKvOnFlush),
 ];
 
 /// Seeds that once failed; each runs in CI with the default number of operations.
@@ -255,6 +267,11 @@ fn options(c: &Config, fs: &Arc<FaultFs>) -> Options {
             .preset(tierkv::Preset::SplitKv)
             .hot_budget(64 << 10)
             .split_threshold(1024),
+        Extra::SplitKvOnFlush => b
+            .preset(tierkv::Preset::SplitKv)
+            .hot_budget(64 << 10)
+            .split_threshold(1024)
+            .vlog_separation(tierkv::ValueSeparation::OnFlush),
     };
     let mut o = b
         .build()

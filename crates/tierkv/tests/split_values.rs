@@ -14,14 +14,19 @@ use std::path::Path;
 use std::sync::Arc;
 use tierkv::env::{FaultFs, Fs};
 use tierkv::{
-    Db, Durability, Error, Options, OptionsBuilder, ReadOptions, ValuesMode, WriteBatch,
-    WriteOptions,
+    Db, Durability, Error, Options, OptionsBuilder, ReadOptions, ValueSeparation, ValuesMode,
+    WriteBatch, WriteOptions,
 };
 
 const THRESHOLD: u64 = 100;
 
 fn split(b: OptionsBuilder) -> OptionsBuilder {
     b.values(ValuesMode::Split).split_threshold(THRESHOLD)
+}
+
+/// Split values that flushes, not writes, move to the value log.
+fn on_flush(b: OptionsBuilder) -> OptionsBuilder {
+    split(b).vlog_separation(ValueSeparation::OnFlush)
 }
 
 fn val(i: u64, len: usize) -> Vec<u8> {
@@ -59,8 +64,18 @@ fn check_model(db: &Db, model: &Model, what: &str) {
 
 #[test]
 fn model_with_snapshots_batches_and_reopen() {
+    model_run(split);
+}
+
+/// The model run with values separated at flush: the WAL and the memtable hold them whole.
+#[test]
+fn model_with_values_separated_at_flush() {
+    model_run(on_flush);
+}
+
+fn model_run(values: fn(OptionsBuilder) -> OptionsBuilder) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = || split(tiny()).tiers_in(dir.path()).build().unwrap();
+    let opts = || values(tiny()).tiers_in(dir.path()).build().unwrap();
     let mut rng = SmallRng::seed_from_u64(22);
     let mut model = Model::new();
     let mut db = Db::open(opts()).unwrap();
@@ -123,6 +138,7 @@ fn model_with_snapshots_batches_and_reopen() {
     db.put(&WriteOptions::default(), b"small", b"v").unwrap();
     db.put(&WriteOptions::default(), b"large", &val(1, 1000))
         .unwrap();
+    db.flush().unwrap();
     let st = db.stats();
     assert!(st.vlog_file_bytes > 0 && st.vlog_reads > 0, "{st:?}");
     assert!(
@@ -170,6 +186,103 @@ fn threshold_edge_path_moves_and_deletes() {
         db.get(&Default::default(), b"below").unwrap(),
         Some(val(4, 5000))
     );
+}
+
+/// With on-flush separation a `Sync` write syncs only the WAL: the value log is written and
+/// synced once per flush, with only the versions the flush keeps (the newest of each key, and
+/// the one a snapshot still reads).
+#[test]
+fn values_separated_at_flush_cost_sync_writes_no_value_log_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = on_flush(tiny()).write_buffer_size(1 << 20);
+    let db = Db::open(opts.tiers_in(dir.path()).build().unwrap()).unwrap();
+    let w = WriteOptions::sync();
+    for i in 0..40u64 {
+        db.put(&w, format!("k{}", i % 10).as_bytes(), &val(i, 500))
+            .unwrap();
+    }
+    db.put(&w, b"small", b"x").unwrap();
+    let st = db.stats();
+    assert_eq!(
+        (
+            st.vlog_syncs,
+            st.vlog_bytes_written,
+            st.split_separated_items
+        ),
+        (0, 0, 0),
+        "writes leave the value log alone: {st:?}"
+    );
+    assert_eq!(st.split_inline_items, 1, "{st:?}");
+    assert_eq!(
+        db.get(&Default::default(), b"k3").unwrap(),
+        Some(val(33, 500))
+    );
+    db.flush().unwrap();
+    let st = db.stats();
+    assert_eq!(st.vlog_syncs, 1, "one sync for the flush: {st:?}");
+    assert_eq!(
+        st.split_separated_items, 10,
+        "the newest of each key: {st:?}"
+    );
+    assert_eq!(st.vlog_bytes_written, 10 * (12 + 2 + 500));
+    // A snapshot keeps the version it reads: both versions of `snap` are separated.
+    db.put(&w, b"snap", &val(1, 500)).unwrap();
+    let snap = db.snapshot();
+    db.put(&w, b"snap", &val(2, 500)).unwrap();
+    db.flush().unwrap();
+    let st = db.stats();
+    assert_eq!((st.vlog_syncs, st.split_separated_items), (2, 12), "{st:?}");
+    assert_eq!(st.vlog_garbage_items, 0, "no separated version was dropped");
+    assert_eq!(
+        db.get(&ReadOptions::at(&snap), b"snap").unwrap(),
+        Some(val(1, 500))
+    );
+    assert_eq!(
+        db.get(&Default::default(), b"snap").unwrap(),
+        Some(val(2, 500))
+    );
+    for i in 30..40u64 {
+        let got = db.get(&Default::default(), format!("k{}", i % 10).as_bytes());
+        assert_eq!(got.unwrap(), Some(val(i, 500)));
+    }
+    assert_eq!(db.check_values().unwrap(), (12, 11));
+    drop(snap);
+    db.put(&w, b"snap", &val(3, 500)).unwrap();
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    assert_eq!(db.stats().vlog_garbage_items, 2, "snap's older versions");
+    assert_eq!(
+        db.get(&Default::default(), b"snap").unwrap(),
+        Some(val(3, 500))
+    );
+}
+
+/// The separation may change between opens: both store the same tagged values.
+#[test]
+fn separation_changes_between_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = |values: fn(OptionsBuilder) -> OptionsBuilder| {
+        values(tiny()).tiers_in(dir.path()).build().unwrap()
+    };
+    let mut model = Model::new();
+    for (round, values) in [split, on_flush, split, on_flush].into_iter().enumerate() {
+        let db = Db::open(opts(values)).unwrap();
+        check_model(&db, &model, &format!("open {round}"));
+        for i in 0..60u64 {
+            let k = format!("k{:02}", (i * 7 + round as u64) % 40).into_bytes();
+            let v = val(i + 100 * round as u64, [10, 300, 2000][i as usize % 3]);
+            db.put(&WriteOptions::default(), &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        if round % 2 == 0 {
+            db.flush().unwrap();
+        }
+        check_model(&db, &model, &format!("round {round}"));
+        db.check_values().unwrap();
+    }
+    let db = Db::open(opts(split)).unwrap();
+    db.compact_range(None, None).unwrap();
+    check_model(&db, &model, "compacted");
 }
 
 #[test]
@@ -287,6 +400,14 @@ fn crash_sweep_keeps_acknowledged_writes_and_pointers() {
     crash_sweep(|| split(tiny()), points);
 }
 
+/// The sweep with values separated at flush: crashes across a flush's value-log appends, its
+/// sync and the MANIFEST edit naming its tables leave no table pointing at a lost record.
+#[test]
+fn crash_sweep_with_values_separated_at_flush() {
+    let points = common::env_u64("TIERKV_CRASH_POINTS", 24);
+    crash_sweep(|| on_flush(tiny()), points);
+}
+
 /// The sweep in every WAL mode (fewer points each): writes that are not `Sync` leave their
 /// value-log records unsynced whatever the mode, and recovery, common to all modes, drops a
 /// replayed write whose records a power loss took.
@@ -295,6 +416,7 @@ fn crash_sweep_in_every_wal_mode() {
     common::each_mode("split values crash sweep", |mode| {
         let points = common::env_u64("TIERKV_CRASH_POINTS", 24) / 4;
         crash_sweep(|| split(common::small(mode, 64 << 10)), points);
+        crash_sweep(|| on_flush(common::small(mode, 64 << 10)), points);
     });
 }
 

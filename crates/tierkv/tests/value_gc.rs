@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, Fs};
-use tierkv::{Db, Durability, OptionsBuilder, ReadOptions, ValuesMode, WalMode, WriteOptions};
+use tierkv::{
+    Db, Durability, OptionsBuilder, ReadOptions, ValueSeparation, ValuesMode, WalMode, WriteOptions,
+};
 
 const THRESHOLD: u64 = 100;
 /// The smallest value-log file the options take, so a test fills several.
@@ -377,10 +379,22 @@ fn crash_sweep(mode: WalMode) {
 /// reaches the WAL and a rewrite is a checked write, which every mode runs.
 #[test]
 fn split_values_and_gc_in_every_wal_mode() {
-    common::each_mode("split values", |mode| {
+    gc_in_every_wal_mode(ValueSeparation::OnWrite);
+}
+
+/// The same with values separated at flush: the collector's rewrites hold pointers, which the
+/// flushes leave as they are.
+#[test]
+fn values_separated_at_flush_and_gc_in_every_wal_mode() {
+    gc_in_every_wal_mode(ValueSeparation::OnFlush);
+}
+
+fn gc_in_every_wal_mode(separation: ValueSeparation) {
+    common::each_mode("split values", move |mode| {
         let dir = tempfile::tempdir().unwrap();
         let opts = || {
             split(common::small(mode, 64 << 10))
+                .vlog_separation(separation)
                 .tiers_in(dir.path())
                 .build()
                 .unwrap()

@@ -24,6 +24,24 @@ use crate::tier::{self, FileKind, Reservation, TierId, Tiers, WriteKind};
 use crate::version::{FileMeta, VersionEdit, VersionSet};
 use std::sync::Arc;
 
+/// A flush's entries ([`OutputCtx::flush_source`]).
+pub(super) struct FlushSource {
+    mem: crate::memtable::MemTableIter,
+    /// On-flush separation: the entries with their large values moved, and the appends'
+    /// in-flight guards (garbage collection leaves those files alone until this drops).
+    separated: Option<(crate::hot::VecIter, Vec<crate::vlog::InFlight>)>,
+}
+
+impl FlushSource {
+    /// The entries, in internal-key order.
+    pub fn iter(&mut self) -> &mut dyn InternalIterator {
+        match &mut self.separated {
+            Some((entries, _)) => entries,
+            None => &mut self.mem,
+        }
+    }
+}
+
 /// What a table writer needs; usable before the database is fully open (recovery).
 pub(super) struct OutputCtx<'a> {
     pub opts: &'a Options,
@@ -37,6 +55,28 @@ pub(super) struct OutputCtx<'a> {
 }
 
 impl OutputCtx<'_> {
+    /// The entries a flush of `mem` writes: the memtable's own, or with on-flush value
+    /// separation a copy whose large values the flush keeps are in the value log (synced) and
+    /// replaced by pointers. Hold it until the flush's tables are installed.
+    pub fn flush_source(
+        &self,
+        mem: &Arc<MemTable>,
+        oldest_snapshot: key::SeqNo,
+    ) -> Result<FlushSource> {
+        let separated = match self.vlog {
+            Some(vlog) if vlog.separates_on_flush() => {
+                let (entries, in_flight) =
+                    vlog.separate_for_flush(&mut mem.iter(), oldest_snapshot)?;
+                Some((crate::hot::VecIter::new(entries), in_flight))
+            }
+            _ => None,
+        };
+        Ok(FlushSource {
+            mem: mem.iter(),
+            separated,
+        })
+    }
+
     /// The MANIFEST record of a new table at `level`.
     pub fn record(&self, level: usize, meta: &FileMeta) -> crate::version::NewFile {
         meta.to_new_file(level, &self.tiers.get(meta.tier).name)
@@ -379,13 +419,14 @@ impl Drop for Held<'_> {
 
 /// Writes the oldest immutable memtable to L0 and drops it from the list.
 fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
-    let mut filter = EntryFilter::new(db.oldest_snapshot());
+    let oldest = db.oldest_snapshot();
+    let mut filter = EntryFilter::new(oldest);
+    let mut source = db.output_ctx().flush_source(mem, oldest)?;
     // Hot tier hook: the hot store takes its objects first; L0 gets the rest.
-    let mut hot_rest = super::hot::flush_hot_part(db, mem)?;
-    let mut mem_iter = mem.iter();
+    let mut hot_rest = super::hot::flush_hot_part(db, source.iter())?;
     let iter: &mut dyn InternalIterator = match hot_rest {
         Some(ref mut rest) => rest,
-        None => &mut mem_iter,
+        None => source.iter(),
     };
     let files = build_tables(
         &db.output_ctx(),
@@ -406,6 +447,8 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     });
     // NB: if the MANIFEST write fails the outputs stay pending: the MANIFEST may list them.
     db.versions.log_and_apply(edit)?;
+    // SPLIT VALUES: the tables naming the flush's value-log records are installed.
+    drop(source);
     db.clear_pending(files.iter().map(|o| o.meta.number));
     db.state.lock().imm.pop_front();
     db.wal.release_below(db.versions.log_number());

@@ -30,7 +30,6 @@ use crate::hot::iter::Reader;
 use crate::hot::{Clears, Demotion, Entries, HotPartitions, HotRead, HotStore, VecIter};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
-use crate::memtable::MemTable;
 use crate::options::{HotAdmission, ReadOptions};
 use crate::snapshot::Snapshot;
 use crate::sst::ReadTrace;
@@ -173,11 +172,14 @@ impl DbInner {
 /// Room first, so new keys land in the store and the capacity tier is written by demotions:
 /// the demotion's table holds only store versions, older than every memtable entry, so it
 /// sits below this flush's L0 table in L0's order whatever the two hold.
-pub(super) fn flush_hot_part(db: &DbInner, mem: &Arc<MemTable>) -> Result<Option<VecIter>> {
+pub(super) fn flush_hot_part(
+    db: &DbInner,
+    entries: &mut dyn InternalIterator,
+) -> Result<Option<VecIter>> {
     let Some(hot) = &db.hot else {
         return Ok(None);
     };
-    let batch = FlushBatch::read(&mut mem.iter())?;
+    let batch = FlushBatch::read(entries)?;
     let needed = |lo, hi| db.snapshot_in(lo, hi);
     // Each partition makes its own room and absorbs its own keys, as its own jobs.
     let mut rest = Vec::new();

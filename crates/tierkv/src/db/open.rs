@@ -414,17 +414,18 @@ fn flush_recovered(
     if mem.is_empty() {
         return Ok(());
     }
-    let mut mem_iter = mem.iter();
+    // NB: the value-log records it appends are synced before the edit naming its tables.
+    let mut source = ctx.flush_source(mem, 0)?;
     // Hot tier hook: as in a flush, the hot store takes its objects first.
     let mut hot_rest = match hot {
         Some(hot) => Some(VecIter::new(
-            hot.absorb(&mut mem.iter(), ctx.versions.log_number())?,
+            hot.absorb(source.iter(), ctx.versions.log_number())?,
         )),
         None => None,
     };
     let iter: &mut dyn crate::iter::InternalIterator = match hot_rest {
         Some(ref mut rest) => rest,
-        None => &mut mem_iter,
+        None => source.iter(),
     };
     let mut filter = EntryFilter::new(0);
     let files = build_tables(

@@ -70,7 +70,9 @@ impl DbInner {
     /// A failed sync stops writes: bytes already visible may be lost.
     pub(super) fn sync_values(&self, durability: Durability) -> Result<()> {
         match &self.vlog {
-            Some(vlog) if durability == Durability::Sync => {
+            // NB: with on-flush separation writes append nothing (a collector's copies are
+            // synced before its rewrite is logged), so there is nothing to make durable.
+            Some(vlog) if durability == Durability::Sync && !vlog.separates_on_flush() => {
                 vlog.sync_appended().inspect_err(|e| self.set_bg_error(e))
             }
             _ => Ok(()),
@@ -207,9 +209,10 @@ impl DbInner {
         // SPLIT VALUES: the sealed memtable's writes appended their value-log records before
         // they were numbered; its tables will outlive its WAL, so the records are durable
         // before it can be flushed (recovery checks only replayed writes).
+        // With on-flush separation its writes appended nothing.
         let sealed = match &self.vlog {
-            Some(vlog) => vlog.sync_appended(),
-            None => Ok(()),
+            Some(vlog) if !vlog.separates_on_flush() => vlog.sync_appended(),
+            _ => Ok(()),
         };
         if let Err(e) = sealed.and_then(|()| room.rotate(&mem)) {
             self.set_bg_error(&e);

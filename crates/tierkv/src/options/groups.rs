@@ -743,6 +743,10 @@ pub struct ValueOptions {
     /// 64 KiB..=1 GiB.
     #[serde(deserialize_with = "de_size")]
     pub gc_round_bytes: u64,
+    /// Split mode: when a large value goes to the value log: `on-write` (before the WAL
+    /// logs its pointer) or `on-flush` (the WAL and the memtable hold it whole, the flush
+    /// moves it). Default on-write. May change between opens.
+    pub separation: ValueSeparation,
 }
 
 impl Default for ValueOptions {
@@ -753,6 +757,7 @@ impl Default for ValueOptions {
             file_size: 256 << 20,
             gc_threshold: 0.5,
             gc_round_bytes: 4 << 20,
+            separation: ValueSeparation::OnWrite,
         }
     }
 }
@@ -814,6 +819,53 @@ pub enum ValuesMode {
     /// Values at or above `split_threshold` in a value log on the capacity tier, the LSM
     /// holding pointers to them (SplitKV's large-item path, RocksDB's BlobDB).
     Split,
+}
+
+/// When a large value of a split database goes to the value log (`docs/value-log.md`,
+/// "When values are separated").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValueSeparation {
+    /// In the write path, before the WAL logs the write: the WAL and the memtable hold a
+    /// pointer, and a `Sync` write also syncs the value log on the capacity tier (SplitKV's
+    /// large-item path).
+    #[default]
+    OnWrite,
+    /// At flush: the WAL (on the fast tier) and the memtable hold the value whole, and the
+    /// flush appends the values it keeps to the value log with one sync, before its tables
+    /// are installed. A `Sync` write syncs only the WAL; each large value is written twice,
+    /// once to the WAL and once to the value log (RocksDB's integrated BlobDB).
+    OnFlush,
+}
+
+impl ValueSeparation {
+    /// Every choice, in the order they are listed in errors.
+    pub const ALL: [ValueSeparation; 2] = [ValueSeparation::OnWrite, ValueSeparation::OnFlush];
+
+    /// The choice's name, as TOML and [`ValueSeparation::from_str`] take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueSeparation::OnWrite => "on-write",
+            ValueSeparation::OnFlush => "on-flush",
+        }
+    }
+}
+
+impl std::str::FromStr for ValueSeparation {
+    type Err = Error;
+
+    /// Parses a choice; an unknown one is `InvalidArgument` naming the option and the
+    /// accepted names.
+    fn from_str(s: &str) -> Result<ValueSeparation> {
+        ValueSeparation::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "vlog_separation = {s:?}: accepted \"on-write\" or \"on-flush\""
+                ))
+            })
+    }
 }
 
 /// Checks every group (the tiers are checked by `Options`).

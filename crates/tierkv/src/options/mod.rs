@@ -13,7 +13,7 @@ mod toml_file;
 pub use groups::CapacityLevels;
 pub use groups::{
     CacheOptions, CompactionOptions, MemtableOptions, PipelineOptions, Placement, PlacementOptions,
-    TableOptions, ValueOptions, ValuesMode, WalMode, WalOptions,
+    TableOptions, ValueOptions, ValueSeparation, ValuesMode, WalMode, WalOptions,
 };
 pub use groups::{HotAdmission, HotEviction, HotTier, HotTierOptions, MscPolicy};
 pub use presets::Preset;
@@ -604,6 +604,7 @@ options_by_name! {
     vlog_file_size: u64 => @ values.file_size;
     vlog_gc_threshold: f64 => @ values.gc_threshold;
     vlog_gc_round_bytes: u64 => @ values.gc_round_bytes;
+    vlog_separation: ValueSeparation => @ values.separation;
 }
 
 /// Builds [`Options`]; `build` validates.
@@ -1024,6 +1025,36 @@ mod tests {
         let err = "lru".parse::<HotEviction>().unwrap_err();
         assert!(
             matches!(&err, Error::InvalidArgument(m) if m.contains("hot_eviction") && m.contains("weight")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn vlog_separation_from_toml_builder_and_name() {
+        let tier = "[[tier]]\nname='f'\npath='/a'\n";
+        let grouped =
+            Options::from_toml_str(&format!("[values]\nseparation = \"on-flush\"\n{tier}"))
+                .unwrap();
+        assert_eq!(grouped.values.separation, ValueSeparation::OnFlush);
+        let flat =
+            Options::from_toml_str(&format!("vlog_separation = \"on-flush\"\n{tier}")).unwrap();
+        assert_eq!(flat.values.separation, ValueSeparation::OnFlush);
+        let default = Options::from_toml_str(tier).unwrap();
+        assert_eq!(default.values.separation, ValueSeparation::OnWrite);
+        let err =
+            Options::from_toml_str(&format!("vlog_separation = \"later\"\n{tier}")).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("later"), "{err}");
+        let built = Options::builder()
+            .vlog_separation(ValueSeparation::OnFlush)
+            .opts;
+        assert_eq!(built.values.separation, ValueSeparation::OnFlush);
+        for choice in ValueSeparation::ALL {
+            assert_eq!(choice.name().parse::<ValueSeparation>().unwrap(), choice);
+        }
+        let err = "later".parse::<ValueSeparation>().unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("vlog_separation") && m.contains("on-flush")),
             "{err}"
         );
     }

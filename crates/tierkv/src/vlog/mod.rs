@@ -19,9 +19,13 @@ pub(crate) use gc::{Chunk, GcState, ScannedRecord};
 
 use crate::batch::{BatchOp, WriteBatch};
 use crate::coding::{crc, put_u32, put_varint, Decoder};
+use crate::compaction::EntryFilter;
 use crate::env::{Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
-use crate::options::{Options, ValuesMode};
+use crate::hot::Entries;
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind};
+use crate::options::{Options, ValueSeparation, ValuesMode};
 use crate::snapshot::SnapshotList;
 use crate::tier::{TierId, Tiers, WriteKind};
 use files::FileTable;
@@ -133,6 +137,25 @@ pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
     name.strip_suffix(".vlog")?.parse().ok()
 }
 
+/// The records a flush gathers for one append (on-flush separation).
+#[derive(Default)]
+struct SeparationChunk {
+    records: Vec<u8>,
+    /// Each record's `(offset, length)` in `records`.
+    spans: Vec<(u64, u64)>,
+    /// Each record's entry in the flush's entries.
+    at: Vec<usize>,
+}
+
+impl SeparationChunk {
+    fn add(&mut self, entry: usize, user_key: &[u8], value: &[u8]) {
+        let start = self.records.len() as u64;
+        encode_record(&mut self.records, user_key, value);
+        self.spans.push((start, self.records.len() as u64 - start));
+        self.at.push(entry);
+    }
+}
+
 /// The file being appended to.
 struct Active {
     number: u64,
@@ -150,6 +173,8 @@ pub(crate) struct ValueLog {
     tier: TierId,
     dir: PathBuf,
     threshold: usize,
+    /// Whether flushes, not writes, move large values here (`vlog_separation = "on-flush"`).
+    on_flush: bool,
     /// A file is closed and a new one started past this size (`vlog_file_size`).
     file_limit: u64,
     /// Garbage share at which a file is collected (`vlog_gc_threshold`).
@@ -269,6 +294,7 @@ impl ValueLog {
             tier,
             dir,
             threshold: opts.values.split_threshold as usize,
+            on_flush: opts.values.separation == ValueSeparation::OnFlush,
             file_limit: opts.values.file_size,
             gc_threshold: opts.values.gc_threshold,
             read_only: opts.read_only,
@@ -288,14 +314,25 @@ impl ValueLog {
         Ok(Some(vlog))
     }
 
+    /// Whether flushes, not writes, move large values to the value log
+    /// (`vlog_separation = "on-flush"`): writes then append nothing here, so neither a `Sync`
+    /// write nor a memtable switch needs to sync the value log.
+    pub(crate) fn separates_on_flush(&self) -> bool {
+        self.on_flush
+    }
+
     /// Rewrites `batch` for the LSM: values at or above the threshold are appended to the
     /// value log (one append for the batch, handed to the OS, not synced) and replaced by
     /// pointers, the others tagged inline. Returns a guard to hold until the write carrying
     /// the pointers returned (see [`InFlight`]). A `Sync` write calls
-    /// [`ValueLog::sync_appended`] once its WAL write returned.
+    /// [`ValueLog::sync_appended`] once its WAL write returned. With on-flush separation
+    /// every value is tagged inline and nothing is appended.
     pub(crate) fn route(&self, batch: WriteBatch) -> Result<(WriteBatch, InFlight)> {
         if self.read_only {
             return Err(Error::invalid("the database was opened read-only"));
+        }
+        if self.on_flush {
+            return Ok((self.tag_inline(batch)?, InFlight::none()));
         }
         let c = &self.counters;
         let mut records = Vec::new();
@@ -338,6 +375,96 @@ impl ValueLog {
             }
         }
         Ok((out, in_flight))
+    }
+
+    /// `batch` with every value tagged inline (on-flush separation); values below the
+    /// threshold are counted as inline here, the others where a flush separates them.
+    fn tag_inline(&self, batch: WriteBatch) -> Result<WriteBatch> {
+        let c = &self.counters;
+        let mut out = WriteBatch::new();
+        let mut tagged = Vec::new();
+        for op in batch.iter() {
+            match op? {
+                BatchOp::Delete(key) => out.delete(key),
+                BatchOp::Put(key, v) => {
+                    tagged.clear();
+                    tagged.push(TAG_INLINE);
+                    tagged.extend_from_slice(v);
+                    out.put(key, &tagged);
+                    if v.len() < self.threshold {
+                        c.inline_items.fetch_add(1, Ordering::Relaxed);
+                        c.inline_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// ON-FLUSH SEPARATION: reads a flush's entries (`iter`, internal-key order) and moves
+    /// each large inline value the flush keeps to the value log, the entry then holding its
+    /// pointer. The records are appended in chunks and synced before this returns, so the
+    /// tables built from the entries never point at bytes a power loss can take; hold the
+    /// guards until those tables are installed (garbage collection leaves the files alone).
+    ///
+    /// Which entries the flush keeps is decided as the flush's own [`EntryFilter`] with
+    /// `oldest_snapshot` decides it: a version it drops stays inline (it never reaches a
+    /// table), so an overwrite within one memtable writes the value log once.
+    pub(crate) fn separate_for_flush(
+        &self,
+        iter: &mut dyn InternalIterator,
+        oldest_snapshot: SeqNo,
+    ) -> Result<(Entries, Vec<InFlight>)> {
+        /// Record bytes gathered before one append.
+        const CHUNK: usize = 4 << 20;
+        let mut filter = EntryFilter::new(oldest_snapshot);
+        let mut entries: Entries = Vec::new();
+        let mut chunk = SeparationChunk::default();
+        let mut in_flight = Vec::new();
+        iter.seek_to_first();
+        while iter.valid() {
+            let (ikey, value) = (iter.key(), iter.value());
+            let keep = filter.keep(ikey, |_| false);
+            match key::parse_internal_key(ikey) {
+                Some(p) if keep && p.kind == ValueKind::Value => match decode_stored(value) {
+                    Some(Stored::Inline(v)) if v.len() >= self.threshold => {
+                        chunk.add(entries.len(), p.user_key, v);
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+            entries.push((ikey.to_vec(), value.to_vec()));
+            if chunk.records.len() >= CHUNK {
+                in_flight.push(self.append_chunk(&mut chunk, &mut entries)?);
+            }
+            iter.next();
+        }
+        iter.status()?;
+        if !chunk.spans.is_empty() {
+            in_flight.push(self.append_chunk(&mut chunk, &mut entries)?);
+        }
+        if !in_flight.is_empty() && !self.sync_each_append {
+            self.sync_appended()?;
+        }
+        Ok((entries, in_flight))
+    }
+
+    /// Appends `chunk`'s records and puts their pointers in `entries`; empties the chunk.
+    fn append_chunk(&self, chunk: &mut SeparationChunk, entries: &mut Entries) -> Result<InFlight> {
+        let (placed, in_flight) = self.append_records(&chunk.records, &chunk.spans)?;
+        let c = &self.counters;
+        for (&at, p) in chunk.at.iter().zip(placed) {
+            let value_len = entries[at].1.len() - 1;
+            entries[at].1 = p.encode();
+            c.separated_items.fetch_add(1, Ordering::Relaxed);
+            c.separated_bytes
+                .fetch_add(value_len as u64, Ordering::Relaxed);
+        }
+        chunk.records.clear();
+        chunk.spans.clear();
+        chunk.at.clear();
+        Ok(in_flight)
     }
 
     /// Appends encoded `records` (whose `(offset, length)` in it are `spans`) to the active
