@@ -21,7 +21,8 @@
 # default 200000), DURATION (cap per run in seconds, default 40), WORKLOADS (default
 # "ycsb-a ycsb-b ycsb-c ycsb-d ycsb-e ycsb-f"), COMPARE (default
 # "tierkv:splitkv,rocksdb,rocksdb:lad2+blob,rocksdb:pl+blob"), SYNC=0 (no engine syncs),
-# PARTS (default "ycsb latency space"). Each run's report goes to OUT_DIR/<name>.txt and .json.
+# PARTS (default "ycsb latency space"), SPACE_ENGINE (the engine of the space part, default
+# tierkv:splitkv). Each run's report goes to OUT_DIR/<name>.txt and .json.
 set -euo pipefail
 
 out=${1:?usage: bench-splitkv.sh OUT_DIR}
@@ -77,7 +78,7 @@ for part in $PARTS; do
             # --collect-value-log then collects to the end and prints the space again. The
             # live data is RECORDS values of 4 KiB.
             run space-overwrite --workload overwrite --threads 4 --value-size 4096 \
-                --engine tierkv:splitkv --tier-capacity "fast=$budget" --verbose \
+                --engine "${SPACE_ENGINE:-tierkv:splitkv}" --tier-capacity "fast=$budget" --verbose \
                 --collect-value-log
             echo "live data: $((RECORDS * 4096 >> 20)) MiB"
             grep -E "value log|value-log gc" "$out/space-overwrite.txt" || true

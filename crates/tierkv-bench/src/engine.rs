@@ -556,6 +556,9 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     if !auto && !tuning.is_empty() {
         bail!("profile {profile:?} sets automatic placement thresholds without auto");
     }
+    if separation.is_some() && !(split || splitkv) {
+        bail!("profile {profile:?} sets sep= without split values (split or splitkv)");
+    }
     Ok(Profile {
         levels_on_fast: levels.unwrap_or(2),
         auto,
@@ -1464,6 +1467,7 @@ mod tests {
             Some(tierkv::ValueSeparation::OnWrite)
         );
         assert!(parse_profile("splitkv+sep=never").is_err());
+        assert!(parse_profile("prismdb+sep=flush").is_err());
         assert_eq!(p("auto+bps=524288").bytes_per_sync, Some(512 << 10));
         let tuned = p("auto+bwl=0.3+bwh=0.7+sph=0.95+spt=0.85+fr=0+mr=67108864+rep=0");
         assert_eq!(

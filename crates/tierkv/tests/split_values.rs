@@ -257,6 +257,45 @@ fn values_separated_at_flush_cost_sync_writes_no_value_log_sync() {
     );
 }
 
+/// A memtable of pointers is switched once its writes fill a value-log file, whatever its
+/// own size, so the garbage overwrites make is counted while the writes go on, not when the
+/// memtable finally fills with pointers.
+#[test]
+fn a_value_log_file_of_writes_switches_the_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = split(tiny())
+        .write_buffer_size(64 << 20)
+        .vlog_file_size(64 << 10)
+        .tiers_in(dir.path())
+        .build()
+        .unwrap();
+    let db = Db::open(opts).unwrap();
+    for i in 0..2000u64 {
+        db.put(
+            &WriteOptions::default(),
+            format!("k{:02}", i % 50).as_bytes(),
+            &val(i, 1000),
+        )
+        .unwrap();
+    }
+    let flushed = common::wait_for(std::time::Duration::from_secs(30), || {
+        let st = db.stats();
+        (st.flushes >= 20 && st.vlog_garbage_items > 1000).then_some(st)
+    });
+    let st = db.stats();
+    assert!(
+        flushed.is_some(),
+        "about 2 MB of values in 64 KiB files, 64 MiB memtables: {} flushes, {} garbage items",
+        st.flushes,
+        st.vlog_garbage_items
+    );
+    assert!(st.memtable_bytes < 1 << 20, "{st:?}");
+    for i in 1950..2000u64 {
+        let got = db.get(&Default::default(), format!("k{:02}", i % 50).as_bytes());
+        assert_eq!(got.unwrap(), Some(val(i, 1000)));
+    }
+}
+
 /// The separation may change between opens: both store the same tagged values.
 #[test]
 fn separation_changes_between_opens() {

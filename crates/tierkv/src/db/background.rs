@@ -296,17 +296,35 @@ fn auto_resume_at(db: &DbInner, state: &mut super::State) -> Option<std::time::I
 }
 
 /// SPLIT VALUES: whether a worker should run a value-log garbage-collection round now (and
-/// claims it): only with a second worker (a round's rewrites may wait for a flush), with no
-/// memtable waiting for a flush and L0 below the slowdown trigger, so collection never adds
-/// to a write stall.
+/// claims it): only with a second worker (a round's rewrites may wait for a flush) and L0
+/// below the slowdown trigger, and with no memtable waiting for a flush unless the value log
+/// is past its space bound ([`gc_may_run`]).
 fn value_gc_due(db: &DbInner, state: &super::State, version: &crate::version::Version) -> bool {
     let Some(vlog) = &db.vlog else {
         return false;
     };
-    let quiet = state.imm.is_empty()
-        && version.levels[0].len() < db.opts.compaction.l0_slowdown_trigger
-        && db.opts.compaction.background_threads >= 2;
-    quiet && vlog.gc_wanted(db.oldest_value_reader(vlog)) && vlog.gc_claim()
+    let may = gc_may_run(
+        db.opts.compaction.background_threads,
+        version.levels[0].len() < db.opts.compaction.l0_slowdown_trigger,
+        !state.imm.is_empty(),
+        || vlog.space_pressed(),
+    );
+    may && vlog.gc_wanted(db.oldest_value_reader(vlog)) && vlog.gc_claim()
+}
+
+/// The pacing of value-log collection: never with one worker (a round's rewrites may wait
+/// for a flush only that worker could run) nor with L0 at the slowdown trigger; while a
+/// memtable waits for its flush only when `space_pressed` (the log holds more garbage than
+/// `vlog_gc_threshold` allows), since a sustained write stream always has one waiting and
+/// collection would otherwise never get a turn. A round is bounded (`vlog_gc_round_bytes`)
+/// and takes a compaction slot, so the flush worker stays free.
+fn gc_may_run(
+    workers: usize,
+    l0_below_slowdown: bool,
+    memtable_waits: bool,
+    space_pressed: impl FnOnce() -> bool,
+) -> bool {
+    workers >= 2 && l0_below_slowdown && (!memtable_waits || space_pressed())
 }
 
 /// Foreground priority: while requests flow through the pipeline and L0 is not close to
@@ -1043,5 +1061,22 @@ impl DbInner {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_waits_for_flushes_unless_the_log_is_past_its_space_bound() {
+        assert!(gc_may_run(2, true, false, || false));
+        assert!(!gc_may_run(2, true, true, || false), "a memtable waits");
+        assert!(gc_may_run(2, true, true, || true), "past the space bound");
+        assert!(!gc_may_run(1, true, false, || true), "one worker");
+        assert!(
+            !gc_may_run(4, false, false, || true),
+            "L0 at the slowdown trigger"
+        );
     }
 }

@@ -152,7 +152,14 @@ impl DbInner {
         loop {
             self.check_writable(&state)?;
             let l0 = self.versions.current().levels[0].len();
-            let mem_full = state.mem.approximate_bytes() >= self.opts.memtable.write_buffer_size;
+            // SPLIT VALUES: a memtable of pointers is also full once its writes filled a
+            // value-log file, so the garbage they make is counted (`wants_memtable_switch`).
+            let mem_full = state.mem.approximate_bytes() >= self.opts.memtable.write_buffer_size
+                || !state.mem.is_empty()
+                    && self
+                        .vlog
+                        .as_ref()
+                        .is_some_and(|v| v.wants_memtable_switch());
             let slow = l0 >= self.opts.compaction.l0_slowdown_trigger;
             if !delayed {
                 if !may_block && (slow || self.hot_demoting()) {
@@ -211,7 +218,10 @@ impl DbInner {
         // before it can be flushed (recovery checks only replayed writes).
         // With on-flush separation its writes appended nothing.
         let sealed = match &self.vlog {
-            Some(vlog) if !vlog.separates_on_flush() => vlog.sync_appended(),
+            Some(vlog) if !vlog.separates_on_flush() => {
+                vlog.note_memtable_switch();
+                vlog.sync_appended()
+            }
             _ => Ok(()),
         };
         if let Err(e) = sealed.and_then(|()| room.rotate(&mem)) {

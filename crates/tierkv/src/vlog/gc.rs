@@ -144,6 +144,16 @@ impl ValueLog {
             || self.pick_file(&st).is_some()
     }
 
+    /// Whether the garbage counted in the whole value log is at least `vlog_gc_threshold` of
+    /// its bytes: the log is past the space bound the threshold sets for each file (1.5x the
+    /// live bytes at a third). Background collection then runs even while a memtable waits
+    /// for its flush (`db::background`), so a sustained overwrite stream, which always has
+    /// one waiting, cannot grow the log without bound.
+    pub(crate) fn space_pressed(&self) -> bool {
+        let (bytes, garbage) = self.files.totals();
+        over_space_bound(bytes, garbage, self.gc_threshold)
+    }
+
     /// Claims the background round; false if one runs.
     pub(crate) fn gc_claim(&self) -> bool {
         !self.gc_running.swap(true, Ordering::AcqRel)
@@ -355,9 +365,24 @@ impl ValueLog {
     }
 }
 
+/// Whether `garbage` of `bytes` reaches the share `threshold` (some garbage, at least).
+fn over_space_bound(bytes: u64, garbage: u64, threshold: f64) -> bool {
+    garbage > 0 && garbage as f64 >= threshold * bytes as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_space_bound_is_the_threshold_over_all_files() {
+        assert!(!over_space_bound(0, 0, 0.5));
+        assert!(!over_space_bound(1000, 0, 0.0), "no garbage, no pressure");
+        assert!(!over_space_bound(3000, 999, 1.0 / 3.0));
+        assert!(over_space_bound(3000, 1000, 1.0 / 3.0));
+        assert!(over_space_bound(1000, 500, 0.5));
+        assert!(!over_space_bound(1000, 499, 0.5));
+    }
 
     fn usage(bytes: u64, garbage: u64, in_flight: usize) -> FileUsage {
         FileUsage {

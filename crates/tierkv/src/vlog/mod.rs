@@ -191,6 +191,8 @@ pub(crate) struct ValueLog {
     /// second handle can neither sync nor read those bytes.
     sync_each_append: bool,
     next_number: AtomicU64,
+    /// Record bytes writes appended since the active memtable started (on-write separation).
+    since_switch: AtomicU64,
     /// Number of the file being appended to (0 before the first append), set under `active`.
     active_number: AtomicU64,
     readers: Mutex<HashMap<u64, Arc<dyn RandomAccessFile>>>,
@@ -302,6 +304,7 @@ impl ValueLog {
             current: Mutex::new(None),
             sync_each_append,
             next_number: AtomicU64::new(max + 1),
+            since_switch: AtomicU64::new(0),
             active_number: AtomicU64::new(0),
             readers: Mutex::new(HashMap::new()),
             files,
@@ -349,6 +352,8 @@ impl ValueLog {
         let (placed, in_flight) = if large.is_empty() {
             (Vec::new(), InFlight::none())
         } else {
+            self.since_switch
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
             self.append_records(&records, &large)?
         };
         let mut out = WriteBatch::new();
@@ -375,6 +380,20 @@ impl ValueLog {
             }
         }
         Ok((out, in_flight))
+    }
+
+    /// Whether the active memtable should be switched although it is not full: its writes
+    /// appended a value-log file's worth of records (`vlog_file_size`). A memtable of pointers
+    /// stands for far more data than its size says, and the garbage its overwrites make is
+    /// counted only when it is flushed; without this, a memtable of 64 MiB would hold a
+    /// million pointers and garbage collection would learn of that garbage only then.
+    pub(crate) fn wants_memtable_switch(&self) -> bool {
+        self.since_switch.load(Ordering::Relaxed) >= self.file_limit
+    }
+
+    /// The active memtable was switched (see [`ValueLog::wants_memtable_switch`]).
+    pub(crate) fn note_memtable_switch(&self) {
+        self.since_switch.store(0, Ordering::Relaxed);
     }
 
     /// `batch` with every value tagged inline (on-flush separation); values below the
