@@ -369,14 +369,7 @@ impl ValueLog {
                     c.separated_bytes
                         .fetch_add(v.len() as u64, Ordering::Relaxed);
                 }
-                BatchOp::Put(key, v) => {
-                    tagged.clear();
-                    tagged.push(TAG_INLINE);
-                    tagged.extend_from_slice(v);
-                    out.put(key, &tagged);
-                    c.inline_items.fetch_add(1, Ordering::Relaxed);
-                    c.inline_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
-                }
+                BatchOp::Put(key, v) => self.put_inline(&mut out, &mut tagged, key, v),
             }
         }
         Ok((out, in_flight))
@@ -399,25 +392,29 @@ impl ValueLog {
     /// `batch` with every value tagged inline (on-flush separation); values below the
     /// threshold are counted as inline here, the others where a flush separates them.
     fn tag_inline(&self, batch: WriteBatch) -> Result<WriteBatch> {
-        let c = &self.counters;
         let mut out = WriteBatch::new();
         let mut tagged = Vec::new();
         for op in batch.iter() {
             match op? {
                 BatchOp::Delete(key) => out.delete(key),
-                BatchOp::Put(key, v) => {
-                    tagged.clear();
-                    tagged.push(TAG_INLINE);
-                    tagged.extend_from_slice(v);
-                    out.put(key, &tagged);
-                    if v.len() < self.threshold {
-                        c.inline_items.fetch_add(1, Ordering::Relaxed);
-                        c.inline_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
-                    }
-                }
+                BatchOp::Put(key, v) => self.put_inline(&mut out, &mut tagged, key, v),
             }
         }
         Ok(out)
+    }
+
+    /// Puts `v` tagged inline under `key` in `out` (`tagged` is scratch space), counting it
+    /// as an inline value if it is below the threshold.
+    fn put_inline(&self, out: &mut WriteBatch, tagged: &mut Vec<u8>, key: &[u8], v: &[u8]) {
+        tagged.clear();
+        tagged.push(TAG_INLINE);
+        tagged.extend_from_slice(v);
+        out.put(key, &tagged[..]);
+        if v.len() < self.threshold {
+            let c = &self.counters;
+            c.inline_items.fetch_add(1, Ordering::Relaxed);
+            c.inline_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
+        }
     }
 
     /// ON-FLUSH SEPARATION: reads a flush's entries (`iter`, internal-key order) and moves
