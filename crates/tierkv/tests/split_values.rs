@@ -296,6 +296,32 @@ fn a_value_log_file_of_writes_switches_the_memtable() {
     }
 }
 
+/// A database stopped by a failed flush refuses to collect its value log: a failed MANIFEST
+/// write may still have named the flush's tables, whose records the installed version, which
+/// collection checks liveness against, does not know.
+#[test]
+fn a_stopped_database_refuses_to_collect_its_value_log() {
+    let fs = FaultFs::new(3);
+    let opts = on_flush(tiny())
+        .fs(fs.clone() as Arc<dyn Fs>)
+        .fault_tiers()
+        .build()
+        .unwrap();
+    let db = Db::open(opts).unwrap();
+    for i in 0..20u64 {
+        db.put(
+            &WriteOptions::default(),
+            format!("k{i}").as_bytes(),
+            &val(i, 500),
+        )
+        .unwrap();
+    }
+    fs.fail_after(0, tierkv::env::FaultKind::Io, true);
+    assert!(db.flush().is_err(), "the flush meets the fault");
+    let err = db.collect_value_log().unwrap_err();
+    assert!(matches!(err, Error::Stopped { .. }), "{err:?}");
+}
+
 /// The separation may change between opens: both store the same tagged values.
 #[test]
 fn separation_changes_between_opens() {

@@ -33,6 +33,15 @@ pub(super) struct FlushSource {
 }
 
 impl FlushSource {
+    /// After a failed MANIFEST write, which may still have named the flush's tables: their
+    /// value-log records stay in flight for as long as the database is open, so collection,
+    /// which checks liveness against the installed version only, never takes their files.
+    pub fn keep_in_flight(&mut self) {
+        if let Some((_, in_flight)) = self.separated.take() {
+            std::mem::forget(in_flight);
+        }
+    }
+
     /// The entries, in internal-key order.
     pub fn iter(&mut self) -> &mut dyn InternalIterator {
         match &mut self.separated {
@@ -464,7 +473,10 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
         state.imm.get(1).unwrap_or(&state.mem).wal_number()
     });
     // NB: if the MANIFEST write fails the outputs stay pending: the MANIFEST may list them.
-    db.versions.log_and_apply(edit)?;
+    if let Err(e) = db.versions.log_and_apply(edit) {
+        source.keep_in_flight();
+        return Err(e);
+    }
     // SPLIT VALUES: the tables naming the flush's value-log records are installed.
     drop(source);
     db.clear_pending(files.iter().map(|o| o.meta.number));
