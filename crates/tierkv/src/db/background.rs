@@ -26,10 +26,12 @@ use std::sync::Arc;
 
 /// A flush's entries ([`OutputCtx::flush_source`]).
 pub(super) struct FlushSource {
-    mem: crate::memtable::MemTableIter,
-    /// On-flush separation: the entries with their large values moved, and the appends'
-    /// in-flight guards (garbage collection leaves those files alone until this drops).
-    separated: Option<(crate::hot::VecIter, Vec<crate::vlog::InFlight>)>,
+    /// The memtable's iterator, or (on-flush separation) one over its entries with their
+    /// large values moved.
+    entries: Box<dyn InternalIterator>,
+    /// The separation's appends (garbage collection leaves those files alone until this
+    /// drops).
+    in_flight: Vec<crate::vlog::InFlight>,
 }
 
 impl FlushSource {
@@ -37,17 +39,12 @@ impl FlushSource {
     /// value-log records stay in flight for as long as the database is open, so collection,
     /// which checks liveness against the installed version only, never takes their files.
     pub fn keep_in_flight(&mut self) {
-        if let Some((_, in_flight)) = self.separated.take() {
-            std::mem::forget(in_flight);
-        }
+        std::mem::forget(std::mem::take(&mut self.in_flight));
     }
 
     /// The entries, in internal-key order.
     pub fn iter(&mut self) -> &mut dyn InternalIterator {
-        match &mut self.separated {
-            Some((entries, _)) => entries,
-            None => &mut self.mem,
-        }
+        self.entries.as_mut()
     }
 }
 
@@ -72,17 +69,19 @@ impl OutputCtx<'_> {
         mem: &Arc<MemTable>,
         oldest_snapshot: key::SeqNo,
     ) -> Result<FlushSource> {
-        let separated = match self.vlog {
+        Ok(match self.vlog {
             Some(vlog) if vlog.separates_on_flush() => {
                 let (entries, in_flight) =
                     vlog.separate_for_flush(&mut mem.iter(), oldest_snapshot)?;
-                Some((crate::hot::VecIter::new(entries), in_flight))
+                FlushSource {
+                    entries: Box::new(crate::hot::VecIter::new(entries)),
+                    in_flight,
+                }
             }
-            _ => None,
-        };
-        Ok(FlushSource {
-            mem: mem.iter(),
-            separated,
+            _ => FlushSource {
+                entries: Box::new(mem.iter()),
+                in_flight: Vec::new(),
+            },
         })
     }
 
@@ -730,9 +729,10 @@ impl<'a, 'b> TableSink<'a, 'b> {
         filter: &mut EntryFilter,
         is_bottom: &dyn Fn(&[u8]) -> bool,
     ) -> Result<()> {
-        let target = match self.one_table {
-            true => u64::MAX,
-            false => self.ctx.opts.compaction.target_file_size,
+        let target = if self.one_table {
+            u64::MAX
+        } else {
+            self.ctx.opts.compaction.target_file_size
         };
         let mut current: Option<OpenTable> = None;
         iter.seek_to_first();

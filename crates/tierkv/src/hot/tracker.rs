@@ -363,9 +363,9 @@ mod tests {
     fn a_promotion_must_beat_the_median_of_what_demotions_evicted() {
         let t = Tracker::new(1000);
         let touch = |key: &[u8], times: usize| {
-            (0..times).for_each(|_| {
+            for _ in 0..times {
                 t.touch(key);
-            })
+            }
         };
         // No demotion yet: any key read once is worth a slot, one never read is not.
         touch(b"once", 1);
