@@ -101,16 +101,19 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
         .then_with(|| trailer(b).cmp(&trailer(a)))
 }
 
-/// An owned internal key ordered by [`compare_internal`] (for ordered maps).
+/// An owned internal key ordered by [`compare_internal`] (for tests' ordered maps).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InternalKey(pub Vec<u8>);
 
+#[cfg(test)]
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {
         compare_internal(&self.0, &other.0)
     }
 }
 
+#[cfg(test)]
 impl PartialOrd for InternalKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))

@@ -1,20 +1,31 @@
 //! The memtable: a concurrent sorted map of internal keys in DRAM with a byte budget.
 //!
-//! Writers insert concurrently (the skiplist is lock-free and the byte count an atomic add):
+//! Writers insert concurrently (the skip list is lock-free and the byte count an atomic add):
 //! a group-commit leader alone, or the helpers of a group inserted in parallel, or the
 //! parallel WAL's loggers, while any number of readers look up and iterate. Each writer
-//! inserts at sequence numbers nobody else uses, so inserts never collide. An entry is never removed or changed once inserted, so a reader sees a consistent
-//! set of entries at or below its read sequence. The memtable remembers which WAL file holds
-//! its writes, so that file can be dropped once the memtable is flushed.
+//! inserts at sequence numbers nobody else uses, so inserts never collide. An entry is never
+//! removed or changed once inserted, so a reader sees a consistent set of entries at or below
+//! its read sequence. The memtable remembers which WAL file holds its writes, so that file can
+//! be dropped once the memtable is flushed.
+
+mod skiplist;
 
 use crate::batch::{BatchOp, WriteBatch};
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{self, InternalKey, SeqNo, ValueKind};
-use crossbeam_skiplist::SkipMap;
-use std::ops::Bound;
+use crate::key::{self, SeqNo, ValueKind};
+use skiplist::{Entry, KeyOrder, SkipList};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// The skip list's order: internal keys by [`key::compare_internal`].
+struct InternalOrder;
+
+impl KeyOrder for InternalOrder {
+    fn compare(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        key::compare_internal(a, b)
+    }
+}
 
 /// Per-entry bookkeeping charged to the budget on top of key and value bytes.
 const ENTRY_OVERHEAD: usize = 64;
@@ -32,7 +43,7 @@ pub enum Lookup {
 
 /// A sorted in-memory table.
 pub struct MemTable {
-    map: SkipMap<InternalKey, Vec<u8>>,
+    list: SkipList<InternalOrder>,
     bytes: AtomicUsize,
     /// Number of the WAL file that logs this memtable's writes.
     wal_number: u64,
@@ -47,7 +58,7 @@ impl MemTable {
     /// An empty memtable whose writes go to WAL file `wal_number`.
     pub fn new(wal_number: u64) -> Self {
         MemTable {
-            map: SkipMap::new(),
+            list: SkipList::new(),
             bytes: AtomicUsize::new(0),
             wal_number,
             pending_writes: AtomicUsize::new(0),
@@ -57,9 +68,9 @@ impl MemTable {
 
     /// Inserts one entry.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let ikey = key::internal_key(user_key, seq, kind);
-        let charge = ikey.len() + value.len() + ENTRY_OVERHEAD;
-        self.map.insert(InternalKey(ikey), value.to_vec());
+        let trailer = key::pack_trailer(seq, kind).to_le_bytes();
+        self.list.insert(&[user_key, &trailer], value);
+        let charge = user_key.len() + trailer.len() + value.len() + ENTRY_OVERHEAD;
         self.bytes.fetch_add(charge, Ordering::Relaxed);
     }
 
@@ -79,13 +90,13 @@ impl MemTable {
 
     /// The newest entry for `user_key` with a sequence `<= seq`.
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
-        let lookup = InternalKey(key::internal_key(user_key, seq, key::LOOKUP_KIND));
-        let Some(entry) = self.map.lower_bound(Bound::Included(&lookup)) else {
+        let lookup = key::internal_key(user_key, seq, key::LOOKUP_KIND);
+        let Some(entry) = self.list.seek(&lookup) else {
             return Lookup::Absent;
         };
-        match key::parse_internal_key(&entry.key().0) {
+        match key::parse_internal_key(entry.key()) {
             Some(p) if p.user_key == user_key => match p.kind {
-                ValueKind::Value => Lookup::Value(entry.value().clone()),
+                ValueKind::Value => Lookup::Value(entry.value().to_vec()),
                 ValueKind::Deletion => Lookup::Deleted,
             },
             _ => Lookup::Absent,
@@ -94,13 +105,9 @@ impl MemTable {
 
     /// The sequence number of the newest entry for `user_key`, visible or not.
     pub fn latest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
-        let lookup = InternalKey(key::internal_key(
-            user_key,
-            key::MAX_SEQNO,
-            key::LOOKUP_KIND,
-        ));
-        let entry = self.map.lower_bound(Bound::Included(&lookup))?;
-        let p = key::parse_internal_key(&entry.key().0)?;
+        let lookup = key::internal_key(user_key, key::MAX_SEQNO, key::LOOKUP_KIND);
+        let entry = self.list.seek(&lookup)?;
+        let p = key::parse_internal_key(entry.key())?;
         (p.user_key == user_key).then_some(p.seq)
     }
 
@@ -133,7 +140,7 @@ impl MemTable {
 
     /// True if nothing was inserted.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.is_empty()
     }
 
     /// The WAL file holding this memtable's writes.
@@ -144,22 +151,35 @@ impl MemTable {
     /// A cursor over all entries.
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter {
-            table: Arc::clone(self),
             current: None,
+            table: Arc::clone(self),
         }
     }
 }
 
-/// A cursor over a memtable. It holds the memtable alive and re-finds its position by key on
-/// every step, so it needs no borrow of the map and stays valid while inserts continue.
+/// A cursor over a memtable. It holds the memtable alive and points at one of its entries;
+/// entries are never removed, so the cursor stays valid while inserts continue. Stepping
+/// forward follows a link; stepping back searches for the entry before the current key.
 pub struct MemTableIter {
+    /// An entry of `table`'s list, its borrow erased: `table` keeps the list alive.
+    current: Option<Entry<'static>>,
     table: Arc<MemTable>,
-    current: Option<(InternalKey, Vec<u8>)>,
 }
 
 impl MemTableIter {
-    fn set(&mut self, entry: Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Vec<u8>>>) {
-        self.current = entry.map(|e| (e.key().clone(), e.value().clone()));
+    fn set(&mut self, entry: Option<Entry<'_>>) {
+        // SAFETY: the entry belongs to `self.table`'s list, which this cursor keeps alive,
+        // and what `key` and `value` return borrows the cursor.
+        self.current = entry.map(|e| unsafe { e.detach() });
+    }
+
+    fn entry(&self) -> Entry<'_> {
+        self.detached()
+    }
+
+    /// The current entry, still detached: only for steps that end before the cursor moves.
+    fn detached(&self) -> Entry<'static> {
+        self.current.expect("memtable cursor used while invalid")
     }
 }
 
@@ -170,38 +190,35 @@ impl InternalIterator for MemTableIter {
 
     fn seek_to_first(&mut self) {
         let table = Arc::clone(&self.table);
-        self.set(table.map.front());
+        self.set(table.list.first());
     }
 
     fn seek_to_last(&mut self) {
         let table = Arc::clone(&self.table);
-        self.set(table.map.back());
+        self.set(table.list.last());
     }
 
     fn seek(&mut self, target: &[u8]) {
         let table = Arc::clone(&self.table);
-        let target = InternalKey(target.to_vec());
-        self.set(table.map.lower_bound(Bound::Included(&target)));
+        self.set(table.list.seek(target));
     }
 
     fn next(&mut self) {
-        let table = Arc::clone(&self.table);
-        let cur = self.current.take().expect("next on invalid iterator").0;
-        self.set(table.map.lower_bound(Bound::Excluded(&cur)));
+        self.current = self.detached().next();
     }
 
     fn prev(&mut self) {
         let table = Arc::clone(&self.table);
-        let cur = self.current.take().expect("prev on invalid iterator").0;
-        self.set(table.map.upper_bound(Bound::Excluded(&cur)));
+        let key = self.detached().key();
+        self.set(table.list.seek_before(key));
     }
 
     fn key(&self) -> &[u8] {
-        &self.current.as_ref().expect("key on invalid iterator").0 .0
+        self.entry().key()
     }
 
     fn value(&self) -> &[u8] {
-        &self.current.as_ref().expect("value on invalid iterator").1
+        self.entry().value()
     }
 
     fn status(&self) -> Result<()> {
