@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use skiplist::{Entry, KeyOrder, SkipList};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -90,7 +91,7 @@ impl MemTable {
 
     /// The newest entry for `user_key` with a sequence `<= seq`.
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
-        let lookup = key::internal_key(user_key, seq, key::LOOKUP_KIND);
+        let lookup = lookup_key(user_key, seq);
         let Some(entry) = self.list.seek(&lookup) else {
             return Lookup::Absent;
         };
@@ -105,7 +106,7 @@ impl MemTable {
 
     /// The sequence number of the newest entry for `user_key`, visible or not.
     pub fn latest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
-        let lookup = key::internal_key(user_key, key::MAX_SEQNO, key::LOOKUP_KIND);
+        let lookup = lookup_key(user_key, key::MAX_SEQNO);
         let entry = self.list.seek(&lookup)?;
         let p = key::parse_internal_key(entry.key())?;
         (p.user_key == user_key).then_some(p.seq)
@@ -155,6 +156,15 @@ impl MemTable {
             table: Arc::clone(self),
         }
     }
+}
+
+/// The internal key that seeks to the newest entry of `user_key` at or below `seq`, built on
+/// the stack for the usual short keys (a point read makes no allocation for it).
+fn lookup_key(user_key: &[u8], seq: SeqNo) -> SmallVec<[u8; 64]> {
+    let mut k = SmallVec::with_capacity(user_key.len() + key::TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&key::pack_trailer(seq, key::LOOKUP_KIND).to_le_bytes());
+    k
 }
 
 /// A cursor over a memtable. It holds the memtable alive and points at one of its entries;
