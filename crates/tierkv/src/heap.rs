@@ -47,10 +47,18 @@ pub(crate) fn release_free_heap() {
 /// Least time between two heap trims ([`release_free_heap`]).
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Bounds what glibc's malloc keeps of freed memory, for the whole process: at most one arena
-/// per CPU (glibc allows eight per CPU), and blocks of 256 KiB and more mapped on their own,
-/// so they go back to the OS when freed (glibc would otherwise raise that threshold to the
-/// largest block freed, up to 32 MiB, and serve such blocks from arenas).
+/// Bounds what glibc's malloc keeps of freed memory, for the whole process: at most
+/// [`ARENAS_PER_CPU`] arenas per CPU (glibc allows eight per CPU), and blocks of 256 KiB and
+/// more mapped on their own, so they go back to the OS when freed (glibc would otherwise raise
+/// that threshold to the largest block freed, up to 32 MiB, and serve such blocks from arenas).
+///
+/// Why not one arena per CPU, as before: threads share an arena when there are more threads
+/// than arenas, and an arena serves one thread at a time. A writer, the flush threads and the
+/// hot store's jobs then queued for the same locks: in a single-threaded synced update run on
+/// two CPUs, most of the writer's sleeps were on a malloc lock, and its p99 update latency
+/// varied 5-16 us between runs against 5 us with enough arenas (BENCHMARKS.md, "Memtable
+/// arena"). Memtables no longer go through malloc per entry (`memtable::arena`), which was
+/// most of what the arenas kept.
 ///
 /// A process-wide setting, as choosing an allocator is: a program embedding tierkv calls it
 /// once at start, before it starts threads (`tierkv-bench` and `tierkv-server` do; BENCHMARKS.md,
@@ -62,11 +70,15 @@ pub fn bound_heap_retention() {
         // SAFETY: mallopt only sets allocator parameters; no thread allocates concurrently
         // at process start, and glibc takes its own lock anyway.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, cpus as libc::c_int);
+            libc::mallopt(libc::M_ARENA_MAX, (ARENAS_PER_CPU * cpus) as libc::c_int);
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
         }
     }
 }
+
+/// Malloc arenas allowed per CPU ([`bound_heap_retention`]).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const ARENAS_PER_CPU: usize = 4;
 
 /// Blocks at least this large are mapped on their own ([`bound_heap_retention`]).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -8,6 +8,7 @@
 //! its read sequence. The memtable remembers which WAL file holds its writes, so that file can
 //! be dropped once the memtable is flushed.
 
+mod arena;
 mod skiplist;
 
 use crate::batch::{BatchOp, WriteBatch};

@@ -2,9 +2,10 @@
 //!
 //! The memtable never removes or changes an entry and frees all of them at once when it is
 //! dropped, so this list needs none of a general concurrent map's machinery: no reference
-//! counts or epochs on nodes, no deferred frees. A node is one allocation holding its links,
-//! key and value, so comparing against it touches one place in memory rather than a node and a
-//! separately allocated key; and a cursor is a plain pointer that steps along level 0.
+//! counts or epochs on nodes, no deferred frees. A node is one piece of the list's arena
+//! holding its links, key and value, so comparing against it touches one place in memory
+//! rather than a node and a separately allocated key; and a cursor is a plain pointer that
+//! steps along level 0.
 //!
 //! Inserts are lock-free. A writer finds, level by level from the top, the nodes just before
 //! and just after its key (the splice), then links its node bottom-up with one
@@ -18,11 +19,11 @@
 //! above 0 is linked after the levels below it, so a reader that reached a node through a
 //! higher level also sees its lower links.
 
-use std::alloc::{self, Layout};
+use super::arena::{self, Arena};
 use std::cell::Cell;
 use std::cmp::Ordering as KeyOrdering;
 use std::marker::PhantomData;
-use std::mem::{align_of, size_of};
+use std::mem::size_of;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
@@ -49,24 +50,23 @@ const LINKS_OFFSET: usize = size_of::<Node>();
 const LINK_SIZE: usize = size_of::<AtomicPtr<Node>>();
 
 impl Node {
-    fn layout(height: usize, key_len: usize, value_len: usize) -> Layout {
-        let size = LINKS_OFFSET + height * LINK_SIZE + key_len + value_len;
-        Layout::from_size_align(size, align_of::<Node>().max(align_of::<AtomicPtr<Node>>()))
-            .expect("skip list node too large")
+    fn size(height: usize, key_len: usize, value_len: usize) -> usize {
+        LINKS_OFFSET + height * LINK_SIZE + key_len + value_len
     }
 
-    /// A new unlinked node of `height` levels holding the concatenation of `key_parts` and
-    /// `value`.
-    fn allocate(height: usize, key_parts: &[&[u8]], value: &[u8]) -> NonNull<Node> {
+    /// A new unlinked node in `arena`, of `height` levels, holding the concatenation of
+    /// `key_parts` and `value`.
+    fn allocate(arena: &Arena, height: usize, key_parts: &[&[u8]], value: &[u8]) -> NonNull<Node> {
+        const _: () = assert!(arena::ALIGN >= std::mem::align_of::<Node>());
+        const _: () = assert!(arena::ALIGN >= std::mem::align_of::<AtomicPtr<Node>>());
         let key_len = key_parts.iter().map(|p| p.len()).sum();
-        let layout = Self::layout(height, key_len, value.len());
-        // SAFETY: the layout has a non-zero size (the header alone is 24 bytes). Every byte
-        // the node will be read through is written below before the node is returned.
+        let node = arena
+            .allocate(Self::size(height, key_len, value.len()))
+            .cast::<Node>();
+        let raw = node.as_ptr();
+        // SAFETY: the range is ours, large enough and aligned for a node (asserted above).
+        // Every byte the node will be read through is written here before it is returned.
         unsafe {
-            let raw = alloc::alloc(layout) as *mut Node;
-            let Some(node) = NonNull::new(raw) else {
-                alloc::handle_alloc_error(layout)
-            };
             raw.write(Node {
                 key_len,
                 value_len: value.len(),
@@ -82,18 +82,8 @@ impl Node {
                 dst = dst.add(part.len());
             }
             ptr::copy_nonoverlapping(value.as_ptr(), dst, value.len());
-            node
         }
-    }
-
-    /// Frees a node made by `allocate`.
-    ///
-    /// # Safety
-    /// `node` came from `allocate` and nothing will use it again.
-    unsafe fn free(node: *mut Node) {
-        let h = &*node;
-        let layout = Self::layout(h.height, h.key_len, h.value_len);
-        alloc::dealloc(node as *mut u8, layout);
+        node
     }
 
     /// # Safety
@@ -138,6 +128,8 @@ impl Node {
 /// A concurrent sorted list of unique keys, each with a value. Entries are only added; all are
 /// freed together when the list is dropped.
 pub struct SkipList<O: KeyOrder> {
+    /// Where every node lives.
+    arena: Arena,
     /// A node with no key and every level, before all others.
     head: NonNull<Node>,
     /// The tallest level any node may be linked at (a hint: levels above it are empty).
@@ -147,7 +139,7 @@ pub struct SkipList<O: KeyOrder> {
 
 // SAFETY: nodes are written only before they are published and read only after, through
 // acquire loads of the links; every shared change is an atomic operation on a link or the
-// height. Nodes are freed only in `drop`, which has the list to itself.
+// height. Nodes are freed only with the arena, when the list is dropped.
 unsafe impl<O: KeyOrder> Send for SkipList<O> {}
 // SAFETY: as above.
 unsafe impl<O: KeyOrder> Sync for SkipList<O> {}
@@ -161,8 +153,10 @@ impl<O: KeyOrder> Default for SkipList<O> {
 impl<O: KeyOrder> SkipList<O> {
     /// An empty list.
     pub fn new() -> Self {
+        let arena = Arena::new();
         SkipList {
-            head: Node::allocate(MAX_HEIGHT, &[], &[]),
+            head: Node::allocate(&arena, MAX_HEIGHT, &[], &[]),
+            arena,
             height: AtomicUsize::new(1),
             _order: PhantomData,
         }
@@ -177,7 +171,7 @@ impl<O: KeyOrder> SkipList<O> {
     /// the list already.
     pub fn insert(&self, key_parts: &[&[u8]], value: &[u8]) {
         let height = random_height();
-        let node = Node::allocate(height, key_parts, value).as_ptr();
+        let node = Node::allocate(&self.arena, height, key_parts, value).as_ptr();
         let list_height = self.raise_height(height);
         // SAFETY: `node` is ours until linked; every other node reached is live (nodes are
         // freed only when the list is dropped) and published.
@@ -304,22 +298,6 @@ impl<O: KeyOrder> SkipList<O> {
             node,
             _list: PhantomData,
         })
-    }
-}
-
-impl<O: KeyOrder> Drop for SkipList<O> {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reader or writer is left, and every node is linked at
-        // level 0 exactly once.
-        unsafe {
-            let mut node = Node::next(self.head.as_ptr(), 0);
-            while !node.is_null() {
-                let next = Node::next(node, 0);
-                Node::free(node);
-                node = next;
-            }
-            Node::free(self.head.as_ptr());
-        }
     }
 }
 
