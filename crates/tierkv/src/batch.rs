@@ -5,12 +5,15 @@
 //! followed, for `kind = 1` (value), by `value (varint len + bytes)`. Entry `i` gets sequence
 //! number `first_seq + i`.
 
-use crate::coding::{put_length_prefixed, Decoder};
+use crate::coding::{put_length_prefixed, put_varint, Decoder};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::options::{MAX_BATCH_BYTES, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 const HEADER_LEN: usize = 12;
+
+/// The longest varint a length can take.
+const MAX_VARINT_LEN: usize = 10;
 
 /// An ordered group of writes applied all-or-nothing.
 #[derive(Clone, PartialEq, Eq)]
@@ -57,13 +60,35 @@ impl WriteBatch {
         Self::default()
     }
 
+    /// An empty batch with room for `ops` operations of `payload` key and value bytes in
+    /// all, so filling it reallocates nothing (a single put's batch is one allocation).
+    pub fn with_capacity(ops: usize, payload: usize) -> Self {
+        let mut rep = Vec::with_capacity(HEADER_LEN + ops * (1 + 2 * MAX_VARINT_LEN) + payload);
+        rep.resize(HEADER_LEN, 0);
+        WriteBatch {
+            rep,
+            count: 0,
+            user_bytes: 0,
+        }
+    }
+
     /// Adds a put.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.put_concat(key.as_ref(), &[value.as_ref()]);
+    }
+
+    /// Adds a put whose value is `value_parts` concatenated (written straight into the
+    /// batch, with no copy of the whole value made first).
+    pub(crate) fn put_concat(&mut self, key: &[u8], value_parts: &[&[u8]]) {
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         self.rep.push(ValueKind::Value as u8);
-        put_length_prefixed(&mut self.rep, key.as_ref());
-        put_length_prefixed(&mut self.rep, value.as_ref());
+        put_length_prefixed(&mut self.rep, key);
+        put_varint(&mut self.rep, value_len as u64);
+        for part in value_parts {
+            self.rep.extend_from_slice(part);
+        }
         self.count += 1;
-        self.user_bytes += (key.as_ref().len() + value.as_ref().len()) as u64;
+        self.user_bytes += (key.len() + value_len) as u64;
     }
 
     /// Adds a delete.
@@ -237,6 +262,20 @@ mod tests {
                 BatchOp::Put(b"", b"")
             ]
         );
+    }
+
+    #[test]
+    fn a_presized_batch_and_a_concatenated_value_encode_as_the_plain_ones() {
+        let mut plain = WriteBatch::new();
+        plain.put(b"k1", b"\x01value");
+        plain.delete(b"k2");
+        let mut sized = WriteBatch::with_capacity(2, 16);
+        let capacity = sized.rep.capacity();
+        sized.put_concat(b"k1", &[b"\x01", b"val", b"ue"]);
+        sized.delete(b"k2");
+        assert_eq!(sized, plain);
+        assert_eq!(sized.user_bytes(), plain.user_bytes());
+        assert_eq!(sized.rep.capacity(), capacity, "filling it reallocated");
     }
 
     #[test]

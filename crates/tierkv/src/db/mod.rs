@@ -235,7 +235,7 @@ impl Db {
     /// starts after it returns; durable as [`WriteOptions::durability`] says. Errors: see
     /// [`Db`].
     pub fn put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(1, key.len() + value.len());
         batch.put(key, value);
         self.write(opts, batch)
     }
@@ -243,7 +243,7 @@ impl Db {
     /// Removes `key` (a no-op if absent). Visibility, durability and errors as for
     /// [`Db::put`].
     pub fn delete(&self, opts: &WriteOptions, key: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(1, key.len());
         batch.delete(key);
         self.write(opts, batch)
     }

@@ -356,9 +356,8 @@ impl ValueLog {
                 .fetch_add(records.len() as u64, Ordering::Relaxed);
             self.append_records(&records, &large)?
         };
-        let mut out = WriteBatch::new();
+        let mut out = Self::tagged_batch_for(&batch);
         let mut placed = placed.into_iter();
-        let mut tagged = Vec::new();
         for op in batch.iter() {
             match op? {
                 BatchOp::Delete(key) => out.delete(key),
@@ -369,7 +368,7 @@ impl ValueLog {
                     c.separated_bytes
                         .fetch_add(v.len() as u64, Ordering::Relaxed);
                 }
-                BatchOp::Put(key, v) => self.put_inline(&mut out, &mut tagged, key, v),
+                BatchOp::Put(key, v) => self.put_inline(&mut out, key, v),
             }
         }
         Ok((out, in_flight))
@@ -392,24 +391,26 @@ impl ValueLog {
     /// `batch` with every value tagged inline (on-flush separation); values below the
     /// threshold are counted as inline here, the others where a flush separates them.
     fn tag_inline(&self, batch: WriteBatch) -> Result<WriteBatch> {
-        let mut out = WriteBatch::new();
-        let mut tagged = Vec::new();
+        let mut out = Self::tagged_batch_for(&batch);
         for op in batch.iter() {
             match op? {
                 BatchOp::Delete(key) => out.delete(key),
-                BatchOp::Put(key, v) => self.put_inline(&mut out, &mut tagged, key, v),
+                BatchOp::Put(key, v) => self.put_inline(&mut out, key, v),
             }
         }
         Ok(out)
     }
 
-    /// Puts `v` tagged inline under `key` in `out` (`tagged` is scratch space), counting it
-    /// as an inline value if it is below the threshold.
-    fn put_inline(&self, out: &mut WriteBatch, tagged: &mut Vec<u8>, key: &[u8], v: &[u8]) {
-        tagged.clear();
-        tagged.push(TAG_INLINE);
-        tagged.extend_from_slice(v);
-        out.put(key, &tagged[..]);
+    /// An empty batch with room for `batch` with its values tagged (a pointer is shorter
+    /// than the large value it replaces).
+    fn tagged_batch_for(batch: &WriteBatch) -> WriteBatch {
+        WriteBatch::with_capacity(batch.len(), batch.encoded_len() + batch.len())
+    }
+
+    /// Puts `v` tagged inline under `key` in `out`, counting it as an inline value if it is
+    /// below the threshold.
+    fn put_inline(&self, out: &mut WriteBatch, key: &[u8], v: &[u8]) {
+        out.put_concat(key, &[&[TAG_INLINE], v]);
         if v.len() < self.threshold {
             let c = &self.counters;
             c.inline_items.fetch_add(1, Ordering::Relaxed);
