@@ -56,9 +56,9 @@ const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 /// than arenas, and an arena serves one thread at a time. A writer, the flush threads and the
 /// hot store's jobs then queued for the same locks: in a single-threaded synced update run on
 /// two CPUs, most of the writer's sleeps were on a malloc lock, and its p99 update latency
-/// varied 5-16 us between runs against 5 us with enough arenas (BENCHMARKS.md, "Memtable
-/// arena"). Memtables no longer go through malloc per entry (`memtable::arena`), which was
-/// most of what the arenas kept.
+/// varied 4-20 us between runs against about 5 us with enough arenas (BENCHMARKS.md, "Memtable
+/// arena"). Memtables no longer go through malloc per entry (`memtable::arena`), so a flushed
+/// memtable leaves nothing of its entries in an arena.
 ///
 /// A process-wide setting, as choosing an allocator is: a program embedding tierkv calls it
 /// once at start, before it starts threads (`tierkv-bench` and `tierkv-server` do; BENCHMARKS.md,
