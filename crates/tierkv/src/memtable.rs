@@ -178,18 +178,17 @@ pub struct MemTableIter {
 }
 
 impl MemTableIter {
-    fn set(&mut self, entry: Option<Entry<'_>>) {
+    /// Moves to the entry `find` picks in the list (none: invalid).
+    fn move_to(&mut self, find: impl FnOnce(&SkipList<InternalOrder>) -> Option<Entry<'_>>) {
+        let found = find(&self.table.list);
         // SAFETY: the entry belongs to `self.table`'s list, which this cursor keeps alive,
         // and what `key` and `value` return borrows the cursor.
-        self.current = entry.map(|e| unsafe { e.detach() });
+        self.current = found.map(|e| unsafe { e.detach() });
     }
 
-    fn entry(&self) -> Entry<'_> {
-        self.detached()
-    }
-
-    /// The current entry, still detached: only for steps that end before the cursor moves.
-    fn detached(&self) -> Entry<'static> {
+    /// The current entry. Detached, so a step may read it while moving the cursor; what
+    /// `key` and `value` return from it borrows the cursor.
+    fn current(&self) -> Entry<'static> {
         self.current.expect("memtable cursor used while invalid")
     }
 }
@@ -200,36 +199,32 @@ impl InternalIterator for MemTableIter {
     }
 
     fn seek_to_first(&mut self) {
-        let table = Arc::clone(&self.table);
-        self.set(table.list.first());
+        self.move_to(|list| list.first());
     }
 
     fn seek_to_last(&mut self) {
-        let table = Arc::clone(&self.table);
-        self.set(table.list.last());
+        self.move_to(|list| list.last());
     }
 
     fn seek(&mut self, target: &[u8]) {
-        let table = Arc::clone(&self.table);
-        self.set(table.list.seek(target));
+        self.move_to(|list| list.seek(target));
     }
 
     fn next(&mut self) {
-        self.current = self.detached().next();
+        self.current = self.current().next();
     }
 
     fn prev(&mut self) {
-        let table = Arc::clone(&self.table);
-        let key = self.detached().key();
-        self.set(table.list.seek_before(key));
+        let key = self.current().key();
+        self.move_to(|list| list.seek_before(key));
     }
 
     fn key(&self) -> &[u8] {
-        self.entry().key()
+        self.current().key()
     }
 
     fn value(&self) -> &[u8] {
-        self.entry().value()
+        self.current().value()
     }
 
     fn status(&self) -> Result<()> {

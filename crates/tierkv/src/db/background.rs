@@ -447,7 +447,8 @@ impl Drop for Held<'_> {
 fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     let oldest = db.oldest_snapshot();
     let mut filter = EntryFilter::new(oldest);
-    let mut source = db.output_ctx().flush_source(mem, oldest)?;
+    let ctx = db.output_ctx();
+    let mut source = ctx.flush_source(mem, oldest)?;
     // Hot tier hook: the hot store takes its objects first; L0 gets the rest.
     let mut hot_rest = super::hot::flush_hot_part(db, source.iter())?;
     let iter: &mut dyn InternalIterator = match hot_rest {
@@ -455,7 +456,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
         None => source.iter(),
     };
     let files = build_tables(
-        &db.output_ctx(),
+        &ctx,
         iter,
         0,
         &mut filter,
@@ -465,7 +466,7 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
     )?;
     let mut edit = VersionEdit::default();
     for out in &files {
-        edit.new_files.push(db.output_ctx().record(0, &out.meta));
+        edit.new_files.push(ctx.record(0, &out.meta));
     }
     edit.log_number = Some({
         let state = db.state.lock();

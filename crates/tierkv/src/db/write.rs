@@ -70,11 +70,9 @@ impl DbInner {
     /// A failed sync stops writes: bytes already visible may be lost.
     pub(super) fn sync_values(&self, durability: Durability) -> Result<()> {
         match &self.vlog {
-            // NB: with on-flush separation writes append nothing (a collector's copies are
-            // synced before its rewrite is logged), so there is nothing to make durable.
-            Some(vlog) if durability == Durability::Sync && !vlog.separates_on_flush() => {
-                vlog.sync_appended().inspect_err(|e| self.set_bg_error(e))
-            }
+            Some(vlog) if durability == Durability::Sync => vlog
+                .sync_write_appends()
+                .inspect_err(|e| self.set_bg_error(e)),
             _ => Ok(()),
         }
     }
@@ -216,13 +214,12 @@ impl DbInner {
         // SPLIT VALUES: the sealed memtable's writes appended their value-log records before
         // they were numbered; its tables will outlive its WAL, so the records are durable
         // before it can be flushed (recovery checks only replayed writes).
-        // With on-flush separation its writes appended nothing.
         let sealed = match &self.vlog {
-            Some(vlog) if !vlog.separates_on_flush() => {
+            Some(vlog) => {
                 vlog.note_memtable_switch();
-                vlog.sync_appended()
+                vlog.sync_write_appends()
             }
-            _ => Ok(()),
+            None => Ok(()),
         };
         if let Err(e) = sealed.and_then(|()| room.rotate(&mem)) {
             self.set_bg_error(&e);

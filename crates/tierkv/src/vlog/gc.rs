@@ -5,7 +5,7 @@
 
 use super::files::{FileUsage, InFlight};
 use super::state::{SavedGc, STATE_FILE};
-use super::{decode_record, encode_record, file_name, ValueLog, ValuePointer, RECORD_HEADER};
+use super::{decode_record, file_name, Records, ValueLog, ValuePointer, RECORD_HEADER};
 use crate::coding::Decoder;
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
@@ -241,19 +241,16 @@ impl ValueLog {
         &self,
         records: &[ScannedRecord],
     ) -> Result<(Vec<ValuePointer>, InFlight)> {
-        let mut bytes = Vec::new();
-        let mut spans = Vec::with_capacity(records.len());
+        let mut copies = Records::default();
         for r in records {
-            let at = bytes.len() as u64;
-            encode_record(&mut bytes, &r.key, &r.value);
-            spans.push((at, bytes.len() as u64 - at));
+            copies.add(&r.key, &r.value);
         }
-        let appended = self.append_records(&bytes, &spans)?;
+        let appended = self.append_records(&copies)?;
         // NB: the copies are durable before the rewrite that points at them is logged.
         self.sync_appended()?;
         self.counters
             .gc_bytes_rewritten
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            .fetch_add(copies.bytes.len() as u64, Ordering::Relaxed);
         Ok(appended)
     }
 
@@ -373,6 +370,7 @@ fn over_space_bound(bytes: u64, garbage: u64, threshold: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vlog::encode_record;
 
     #[test]
     fn the_space_bound_is_the_threshold_over_all_files() {

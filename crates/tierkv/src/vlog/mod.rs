@@ -137,21 +137,42 @@ pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
     name.strip_suffix(".vlog")?.parse().ok()
 }
 
+/// Encoded records gathered for one append.
+#[derive(Default)]
+struct Records {
+    bytes: Vec<u8>,
+    /// Each record's `(offset, length)` in `bytes`.
+    spans: Vec<(u64, u64)>,
+}
+
+impl Records {
+    fn add(&mut self, user_key: &[u8], value: &[u8]) {
+        let start = self.bytes.len() as u64;
+        encode_record(&mut self.bytes, user_key, value);
+        self.spans.push((start, self.bytes.len() as u64 - start));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+}
+
 /// The records a flush gathers for one append (on-flush separation).
 #[derive(Default)]
 struct SeparationChunk {
-    records: Vec<u8>,
-    /// Each record's `(offset, length)` in `records`.
-    spans: Vec<(u64, u64)>,
+    records: Records,
     /// Each record's entry in the flush's entries.
     at: Vec<usize>,
 }
 
 impl SeparationChunk {
     fn add(&mut self, entry: usize, user_key: &[u8], value: &[u8]) {
-        let start = self.records.len() as u64;
-        encode_record(&mut self.records, user_key, value);
-        self.spans.push((start, self.records.len() as u64 - start));
+        self.records.add(user_key, value);
         self.at.push(entry);
     }
 }
@@ -318,8 +339,7 @@ impl ValueLog {
     }
 
     /// Whether flushes, not writes, move large values to the value log
-    /// (`vlog_separation = "on-flush"`): writes then append nothing here, so neither a `Sync`
-    /// write nor a memtable switch needs to sync the value log.
+    /// (`vlog_separation = "on-flush"`).
     pub(crate) fn separates_on_flush(&self) -> bool {
         self.on_flush
     }
@@ -338,14 +358,11 @@ impl ValueLog {
             return Ok((self.tag_inline(batch)?, InFlight::none()));
         }
         let c = &self.counters;
-        let mut records = Vec::new();
-        let mut large = Vec::new();
+        let mut large = Records::default();
         for op in batch.iter() {
             if let BatchOp::Put(key, v) = op? {
                 if v.len() >= self.threshold {
-                    let at = records.len() as u64;
-                    encode_record(&mut records, key, v);
-                    large.push((at, records.len() as u64 - at));
+                    large.add(key, v);
                 }
             }
         }
@@ -353,8 +370,8 @@ impl ValueLog {
             (Vec::new(), InFlight::none())
         } else {
             self.since_switch
-                .fetch_add(records.len() as u64, Ordering::Relaxed);
-            self.append_records(&records, &large)?
+                .fetch_add(large.bytes.len() as u64, Ordering::Relaxed);
+            self.append_records(&large)?
         };
         let mut out = Self::tagged_batch_for(&batch);
         let mut placed = placed.into_iter();
@@ -452,13 +469,13 @@ impl ValueLog {
                 _ => {}
             }
             entries.push((ikey.to_vec(), value.to_vec()));
-            if chunk.records.len() >= CHUNK {
+            if chunk.records.bytes.len() >= CHUNK {
                 in_flight.push(self.append_chunk(&mut chunk, &mut entries)?);
             }
             iter.next();
         }
         iter.status()?;
-        if !chunk.spans.is_empty() {
+        if !chunk.records.is_empty() {
             in_flight.push(self.append_chunk(&mut chunk, &mut entries)?);
         }
         if !in_flight.is_empty() && !self.sync_each_append {
@@ -469,7 +486,7 @@ impl ValueLog {
 
     /// Appends `chunk`'s records and puts their pointers in `entries`; empties the chunk.
     fn append_chunk(&self, chunk: &mut SeparationChunk, entries: &mut Entries) -> Result<InFlight> {
-        let (placed, in_flight) = self.append_records(&chunk.records, &chunk.spans)?;
+        let (placed, in_flight) = self.append_records(&chunk.records)?;
         let c = &self.counters;
         for (&at, p) in chunk.at.iter().zip(placed) {
             let value_len = entries[at].1.len() - 1;
@@ -479,19 +496,18 @@ impl ValueLog {
                 .fetch_add(value_len as u64, Ordering::Relaxed);
         }
         chunk.records.clear();
-        chunk.spans.clear();
         chunk.at.clear();
         Ok(in_flight)
     }
 
-    /// Appends encoded `records` (whose `(offset, length)` in it are `spans`) to the active
-    /// file with one append (not synced, unless `sync_each_append`), starting a new file when
-    /// the active one is full. Returns a pointer per span and the in-flight guard.
-    fn append_records(
-        &self,
-        records: &[u8],
-        spans: &[(u64, u64)],
-    ) -> Result<(Vec<ValuePointer>, InFlight)> {
+    /// Appends `records` to the active file with one append (not synced, unless
+    /// `sync_each_append`), starting a new file when the active one is full. Returns a
+    /// pointer per record and the in-flight guard.
+    fn append_records(&self, records: &Records) -> Result<(Vec<ValuePointer>, InFlight)> {
+        let Records {
+            bytes: records,
+            spans,
+        } = records;
         let mut guard = self.active.lock();
         if guard.as_ref().is_none_or(|a| a.size >= self.file_limit) {
             self.start_file(&mut guard)?;
@@ -558,9 +574,19 @@ impl ValueLog {
         Ok(())
     }
 
+    /// Makes what writes appended durable: [`ValueLog::sync_appended`], or nothing with
+    /// on-flush separation, whose writes append nothing (a collector's copies are synced
+    /// before its rewrite is logged, a flush's before its tables are installed). Called by
+    /// `Sync` writes after their WAL write, and before a memtable is sealed.
+    pub(crate) fn sync_write_appends(&self) -> Result<()> {
+        if self.on_flush {
+            return Ok(());
+        }
+        self.sync_appended()
+    }
+
     /// Makes every record appended so far durable, sharing `fdatasync`s with concurrent
-    /// callers (group sync) and holding no append lock while syncing. Called by `Sync`
-    /// writes after their WAL write, and before a memtable is sealed: see
+    /// callers (group sync) and holding no append lock while syncing: see
     /// `docs/value-log.md` ("Durability and syncs").
     pub(crate) fn sync_appended(&self) -> Result<()> {
         // NB: files before the active one were synced whole when it started.
