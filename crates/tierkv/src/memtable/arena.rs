@@ -60,7 +60,9 @@ impl Block {
     /// Writes one byte of every page, so the OS backs each page now rather than at a
     /// writer's first touch of it. The block's bytes are uninitialised to its users anyway.
     fn fault_in(&self) {
-        for offset in (0..self.size).step_by(PAGE) {
+        // NB: the last byte too, as the block need not start on a page boundary.
+        let last = self.size - 1;
+        for offset in (0..self.size).step_by(PAGE).chain([last]) {
             // SAFETY: `offset < self.size`, within the allocation this block owns alone.
             unsafe { self.data.as_ptr().add(offset).write_volatile(0) };
         }
