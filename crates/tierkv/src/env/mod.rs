@@ -163,6 +163,10 @@ pub trait PositionalFile: Send + Sync {
     /// Hints that `len` bytes at `offset` will be read soon, so the OS may start reading
     /// them into its cache now. A hint: the default does nothing.
     fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// Hints that the file's bytes will not be read again through the OS page cache: the OS
+    /// may drop its clean cached pages and start writing the dirty ones back (to drop them
+    /// at a later call). A hint for memory, not durability; the default does nothing.
+    fn drop_cache(&self) {}
     /// The file's size.
     fn size(&self) -> u64;
     /// A descriptor opened with `O_DIRECT` on the same file, for submitting page-aligned I/O

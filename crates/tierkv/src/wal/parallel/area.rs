@@ -682,14 +682,18 @@ impl Area {
         Ok(Some(group))
     }
 
-    /// Frees the groups of memtables numbered below `log_number` (flushed).
-    pub fn release_below(&self, log_number: u64) {
+    /// Frees the groups of memtables numbered below `log_number` (flushed); true if any was
+    /// live until now.
+    pub fn release_below(&self, log_number: u64) -> bool {
         let mut m = self.meta.lock();
+        let mut freed = false;
         for i in 0..m.slots.len() {
             if m.live[i] && m.slots[i].colour < log_number {
                 m.live[i] = false;
+                freed = true;
             }
         }
+        freed
     }
 
     /// True if a group is free for the next memtable.

@@ -692,7 +692,13 @@ impl Wal for ParallelWal {
     }
 
     fn release_below(&self, log_number: u64) {
-        self.area.release_below(log_number);
+        if self.area.release_below(log_number) {
+            // A freed group's pages are never read again (recovery aside), and the next use
+            // of the group writes whole pages: their cached copies only push table blocks out
+            // of a bounded page cache. Pages still dirty are started on their write-back and
+            // go at a later release.
+            self.area.file().drop_cache();
+        }
     }
 
     fn spawn_threads(self: Arc<Self>, host: Arc<dyn WalHost>) -> Vec<JoinHandle<()>> {
