@@ -355,6 +355,14 @@ pub struct HotTierStats {
     pub demoted_into_bottom: u64,
     /// Slots iterators read since open (an iterator reads its bounds a chunk at a time).
     pub iterator_slot_reads: u64,
+    /// Journalled jobs (flushes, promotions, demotions' clears) run since open.
+    pub jobs: u64,
+    /// Slot writes those jobs made, clears of freed slots included.
+    pub job_slot_writes: u64,
+    /// Slab pages those jobs wrote: each read (unless cached), written to the journal and
+    /// then in place, so about three 4 KiB I/Os on tier 0 per page (`docs/hot-tier.md`,
+    /// "Crash safety").
+    pub job_pages: u64,
     /// Per partition (`hot_partitions`), in partition order: objects and bytes of slots.
     pub partitions: Vec<(u64, u64)>,
 }
@@ -610,6 +618,12 @@ impl fmt::Display for Stats {
                 "\nhot store pacing: {} writes paced during demotions ({:.3} s)",
                 h.paced_writes,
                 h.paced_micros as f64 / 1e6
+            )?;
+            write!(
+                f,
+                "\nhot store slab I/O: {} jobs, {} slot writes in {} pages (each journalled, \
+                 then written in place)",
+                h.jobs, h.job_slot_writes, h.job_pages
             )?;
             if h.partitions.len() > 1 {
                 let parts: Vec<String> = h

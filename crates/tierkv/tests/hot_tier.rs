@@ -45,6 +45,15 @@ fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
         assert_eq!(hot.objects, 200, "{mode:?}: {hot:?}");
         assert!(hot.by_class.iter().filter(|c| c.1 > 0).count() >= 3);
         assert_eq!(s.levels[0].files, 0, "{mode:?}: nothing went to L0");
+        // The slab I/O is counted: a slot write per object, packed into pages (a slot is
+        // at least 100 bytes, so at most 40 share a page).
+        assert!(hot.jobs >= 1, "{mode:?}: {hot:?}");
+        assert_eq!(hot.job_slot_writes, 200, "{mode:?}: {hot:?}");
+        assert!(
+            (5..=200).contains(&hot.job_pages),
+            "{mode:?}: {} pages for 200 slots",
+            hot.job_pages
+        );
         assert_eq!(get(&db, b"k0007").unwrap().len(), 57);
         assert!(db.stats().hot_tier.unwrap().reads_hot >= 1);
         drop(db);
@@ -74,6 +83,44 @@ fn flushed_small_objects_live_in_slabs_and_survive_reopen() {
             Err(Error::InvalidArgument(msg)) => assert!(msg.contains("hot_tier"), "{msg}"),
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+}
+
+/// Updates of keys in the store free their old slots; the next flush clears those and
+/// reuses them first, so a freed slot's clear and its new contents are one page write (about
+/// three 1 KiB slots share a page): two slot writes per update, well under one page each.
+#[test]
+fn a_flush_reuses_the_slots_it_clears_in_the_same_page_writes() {
+    let fs = FaultFs::new(3);
+    let db = Db::open(hot_slab_options(&fs, WalMode::Group, 16 << 20)).unwrap();
+    let w = WriteOptions::default();
+    let before = |db: &Db| {
+        let h = db.stats().hot_tier.unwrap();
+        (h.job_slot_writes, h.job_pages)
+    };
+    for round in 0..4u8 {
+        let (slots0, pages0) = before(&db);
+        for i in 0..3000u32 {
+            db.put(&w, format!("k{i:05}").as_bytes(), &[b'a' + round; 1000])
+                .unwrap();
+        }
+        db.flush().unwrap();
+        let (slots1, pages1) = before(&db);
+        let (slots, pages) = (slots1 - slots0, pages1 - pages0);
+        if round > 0 {
+            // NB: the last flush's clears fall to the next round's first job.
+            assert!(slots > 5900, "round {round}: {slots} slot writes");
+            assert!(
+                pages * 4 <= slots,
+                "round {round}: {slots} slot writes in {pages} pages"
+            );
+        }
+    }
+    for i in (0..3000u32).step_by(7) {
+        assert_eq!(
+            get(&db, format!("k{i:05}").as_bytes()).unwrap(),
+            [b'd'; 1000]
+        );
     }
 }
 

@@ -135,6 +135,27 @@ impl Index {
         Loc { class, slot }
     }
 
+    /// A slot of `class` for a job that clears `reusable` (freed slots whose old contents
+    /// are still on disk, by class): one of those first, so its clear and its new contents
+    /// are one page write, else a free slot.
+    fn alloc_reusing(&mut self, class: usize, reusable: &mut [Vec<u64>]) -> Loc {
+        match reusable[class].pop() {
+            Some(slot) => {
+                self.bytes += CLASS_SIZES[class] as u64;
+                self.objects += 1;
+                Loc { class, slot }
+            }
+            None => self.alloc(class),
+        }
+    }
+
+    /// Hands slots a job cleared and did not reuse to the free lists.
+    fn free_cleared(&mut self, cleared: Vec<Vec<u64>>) {
+        for (class, slots) in cleared.into_iter().enumerate() {
+            self.free[class].extend(slots);
+        }
+    }
+
     /// Forgets a version's slot for accounting; the slot itself is freed by the caller.
     fn drop_version(&mut self, loc: Loc) {
         self.bytes -= CLASS_SIZES[loc.class] as u64;
@@ -147,8 +168,9 @@ impl Index {
 struct Pending {
     /// Slots of superseded versions, freed when the writing job commits.
     to_free: Vec<Loc>,
-    /// Free slots whose old contents are still on disk: cleared (zero header) by the next job
-    /// before it writes, so a stale version can never outlive its key's demotion.
+    /// Freed slots whose old contents are still on disk: cleared (zero header) by the next job
+    /// before it writes, so a stale version can never outlive its key's demotion. Not on the
+    /// free lists until then (only that job may reuse them: [`Index::alloc_reusing`]).
     clears: Vec<Loc>,
     /// Keys holding versions older than their newest (kept for snapshots).
     retained: BTreeSet<Vec<u8>>,
@@ -181,6 +203,21 @@ pub(crate) struct HotCounters {
     pub paced_micros: AtomicU64,
     /// Slots iterators read.
     pub iterator_slot_reads: AtomicU64,
+    /// Journalled jobs run, the slot writes (clears included) they made, the slab pages
+    /// they wrote in place (each also written once to the journal) and the pages they read
+    /// to compose them: the store's own I/O on tier 0.
+    pub jobs: AtomicU64,
+    pub job_slot_writes: AtomicU64,
+    pub job_pages: AtomicU64,
+}
+
+/// `slots` grouped by class: slot numbers per class index.
+fn by_class(slots: Vec<Loc>) -> Vec<Vec<u64>> {
+    let mut out = vec![Vec::new(); CLASS_SIZES.len()];
+    for loc in slots {
+        out[loc.class].push(loc.slot);
+    }
+    out
 }
 
 /// A memtable entry of one key: sequence, kind, value.
@@ -356,7 +393,6 @@ impl HotStore {
                             index.bytes -= CLASS_SIZES[stale.loc.class] as u64;
                             index.bytes += CLASS_SIZES[class] as u64;
                         }
-                        index.free[stale.loc.class].push(stale.loc.slot);
                         pending.clears.push(stale.loc);
                     }
                 }
@@ -519,7 +555,10 @@ impl HotStore {
     /// the copies are of durable data, so recovery keeps them whatever the MANIFEST says.
     /// Returns how many were promoted.
     pub fn promote(&self, objects: Vec<promote::Candidate>, log_number: u64) -> Result<u64> {
-        let mut writes: Vec<(Loc, Vec<u8>)> = Vec::new();
+        // NB: slots freed earlier are cleared first; a reused one then gets its new contents.
+        let clears = std::mem::take(&mut self.pending.lock().clears);
+        let mut writes: Vec<(Loc, Vec<u8>)> = clears.iter().map(|&l| (l, CLEAR.to_vec())).collect();
+        let mut reusable = by_class(clears.clone());
         let mut publish = Vec::new();
         {
             let mut index = self.index.write();
@@ -532,7 +571,7 @@ impl HotStore {
                 if !popular || !fits || index.map.contains_key(&user_key) {
                     continue;
                 }
-                let loc = index.alloc(class);
+                let loc = index.alloc_reusing(class, &mut reusable);
                 writes.push((
                     loc,
                     slab::encode_slot(seq, SlotKind::Value, &user_key, &value),
@@ -551,16 +590,14 @@ impl HotStore {
             }
         }
         if publish.is_empty() {
+            // Nothing allocated: the clears wait for the next job.
+            self.pending.lock().clears.extend(clears);
             return Ok(0);
         }
-        // NB: slots freed earlier are cleared first; a reused one then gets its new contents.
-        let clears = std::mem::take(&mut self.pending.lock().clears);
-        let mut job: Vec<(Loc, Vec<u8>)> =
-            clears.into_iter().map(|l| (l, CLEAR.to_vec())).collect();
-        job.extend(writes);
-        self.run_job(log_number, SeqNo::MAX, job)?;
+        self.run_job(log_number, SeqNo::MAX, writes)?;
         let promoted = publish.len() as u64;
         let mut index = self.index.write();
+        index.free_cleared(reusable);
         let mut buckets = self.buckets.lock();
         for (user_key, v) in publish {
             buckets.add(&user_key, v.overlaps);
@@ -621,14 +658,27 @@ impl HotStore {
             .map(|v| v.seq)
     }
 
-    /// Runs slot writes (`(slot, bytes)`, applied in order) crash-safely, as journalled jobs
-    /// ([`HotStore::run_one_job`]) of at most `WRITES_PER_JOB` writes each, so a job's
-    /// journal (which holds its pages) stays a few MiB however large a flush is. Each job is
-    /// atomic on its own, under the same in-flight marker: a crash between two leaves the
-    /// first one's slots, which recovery treats as it treats any slot of the marker's flush
-    /// (ignored if that flush never committed: the WAL replays it), and clears or promoted
-    /// copies, which are safe alone (see `docs/hot-tier.md`, "Crash safety").
-    fn run_job(&self, log_number: u64, lowest: SeqNo, writes: Vec<(Loc, Vec<u8>)>) -> Result<()> {
+    /// Runs slot writes (`(slot, bytes)`, those of one slot applied in order) crash-safely,
+    /// as journalled jobs ([`HotStore::run_one_job`]) of at most `WRITES_PER_JOB` writes
+    /// each, so a job's journal (which holds its pages) stays a few MiB however large a flush
+    /// is. Each job is atomic on its own, under the same in-flight marker: a crash between
+    /// two leaves the first one's slots, which recovery treats as it treats any slot of the
+    /// marker's flush (ignored if that flush never committed: the WAL replays it), and clears
+    /// or promoted copies, which are safe alone (see `docs/hot-tier.md`, "Crash safety").
+    ///
+    /// The writes are taken in slot order (a stable sort, so one slot's clear still comes
+    /// before its new contents): a freed slot's clear and its reuse, and slots sharing a
+    /// page, then land in one job and one page write. In the order they came (clears first),
+    /// a flush larger than a job cleared its reused slots in one job and rewrote them in
+    /// another, two writes of each page, and on a fast tier short of IOPS those random page
+    /// writes were what bounded ycsb-a (BENCHMARKS.md, "The hot store's page writes").
+    fn run_job(
+        &self,
+        log_number: u64,
+        lowest: SeqNo,
+        mut writes: Vec<(Loc, Vec<u8>)>,
+    ) -> Result<()> {
+        writes.sort_by_key(|(loc, _)| (loc.class, loc.slot));
         let mut writes = writes.into_iter().peekable();
         loop {
             let job: Vec<(Loc, Vec<u8>)> = writes.by_ref().take(WRITES_PER_JOB).collect();
@@ -699,6 +749,12 @@ impl HotStore {
             journal[at - 4..at].copy_from_slice(&crc.to_le_bytes());
         }
         crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(JOURNAL), &journal)?;
+        let c = &self.counters;
+        c.jobs.fetch_add(1, Ordering::Relaxed);
+        c.job_slot_writes
+            .fetch_add(writes.len() as u64, Ordering::Relaxed);
+        c.job_pages
+            .fetch_add(images.len() as u64, Ordering::Relaxed);
         let mut touched = BTreeSet::new();
         for (&(class, page), &at) in &images {
             self.slabs[class].write_page(page, &journal[at..at + slab::PAGE])?;
@@ -747,10 +803,10 @@ impl HotStore {
         if groups.is_empty() {
             return Ok(lsm);
         }
-        let mut writes: Vec<(Loc, Vec<u8>)> = std::mem::take(&mut self.pending.lock().clears)
-            .into_iter()
-            .map(|loc| (loc, CLEAR.to_vec()))
-            .collect();
+        let clears = std::mem::take(&mut self.pending.lock().clears);
+        let mut writes: Vec<(Loc, Vec<u8>)> =
+            clears.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
+        let mut reusable = by_class(clears);
         let mut publish = Vec::new();
         // Keys taken, with how many writes of each the memtable held (their weight).
         let mut written: Vec<(Vec<u8>, u32)> = Vec::new();
@@ -815,7 +871,7 @@ impl HotStore {
                         user_key.len()
                     ))
                 })?;
-                let loc = self.index.write().alloc(class);
+                let loc = self.index.write().alloc_reusing(class, &mut reusable);
                 writes.push((loc, slab::encode_slot(seq, slot_kind, &user_key, bytes)));
                 let v = HotVersion {
                     seq,
@@ -827,6 +883,7 @@ impl HotStore {
             }
         }
         self.run_job(log_number, lowest, writes)?;
+        self.index.write().free_cleared(reusable);
         for (user_key, v) in publish {
             self.publish(user_key, v, needed);
         }
@@ -932,10 +989,7 @@ impl HotStore {
             }
         }
         let to_free = std::mem::take(&mut pending.to_free);
-        for loc in to_free {
-            index.free[loc.class].push(loc.slot);
-            pending.clears.push(loc);
-        }
+        pending.clears.extend(to_free);
     }
 
     /// Bytes of slots this store may hold (with partitions, its share of `hot_budget`).
@@ -1297,22 +1351,11 @@ impl HotStore {
         match clears {
             Clears::Now => {
                 let pending = std::mem::take(&mut self.pending.lock().clears);
-                self.clear_slots(
-                    log_number,
-                    pending.into_iter().chain(cleared.iter().copied()),
-                )?;
-                let mut index = self.index.write();
-                for loc in &cleared {
-                    index.free[loc.class].push(loc.slot);
-                }
+                let all: Vec<Loc> = pending.into_iter().chain(cleared.iter().copied()).collect();
+                self.clear_slots(log_number, all.iter().copied())?;
+                self.index.write().free_cleared(by_class(all));
             }
             Clears::WithNextJob => {
-                let mut index = self.index.write();
-                for loc in &cleared {
-                    index.free[loc.class].push(loc.slot);
-                }
-                drop(index);
-                // NB: `pending` after `index`, never inside it (see `plan_demotion`).
                 self.pending.lock().clears.extend(cleared.iter().copied());
             }
         }
@@ -1388,6 +1431,9 @@ impl HotStore {
             paced_micros: load(&c.paced_micros),
             demoted_into_bottom: load(&c.demoted_into_bottom),
             iterator_slot_reads: load(&c.iterator_slot_reads),
+            jobs: load(&c.jobs),
+            job_slot_writes: load(&c.job_slot_writes),
+            job_pages: load(&c.job_pages),
             partitions: vec![(index.objects, index.bytes)],
         }
     }

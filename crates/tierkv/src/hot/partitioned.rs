@@ -351,6 +351,9 @@ fn sum_stats(mut total: HotTierStats, part: HotTierStats) -> HotTierStats {
     total.paced_micros += part.paced_micros;
     total.demoted_into_bottom += part.demoted_into_bottom;
     total.iterator_slot_reads += part.iterator_slot_reads;
+    total.jobs += part.jobs;
+    total.job_slot_writes += part.job_slot_writes;
+    total.job_pages += part.job_pages;
     total.partitions.extend(part.partitions);
     total
 }
