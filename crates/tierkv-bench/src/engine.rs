@@ -323,6 +323,10 @@ pub struct Profile {
     pub capacity_levels: Option<tierkv::CapacityLevels>,
     /// The hot store's partitions (`parts=4`; tierkv's `hot_partitions`).
     pub hot_partitions: Option<usize>,
+    /// Tiers whose tables (and the hot store's slabs) are read with `O_DIRECT`, bit `i` for
+    /// tier `i` (`direct=fast`, `direct=capacity`, `direct=all`; tierkv's
+    /// `TierConfig::with_direct_reads`). Their files' pages then stay out of the page cache.
+    pub direct_tiers: u8,
     /// The group WAL's parallel memtable insertion (`cmw=0` off, `cmw=1` on; tierkv's
     /// `wal.concurrent_memtable_writes`), if named.
     pub concurrent_memtable_writes: Option<bool>,
@@ -424,6 +428,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
     let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
     let mut demote_into_bottom = None;
     let mut hot_partitions = None;
+    let mut direct_tiers = None;
     for part in profile.split('+').filter(|p| !p.is_empty()) {
         if let Some(flag) = match part {
             "hot" => Some(&mut hot),
@@ -494,6 +499,17 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
                 set_once(&mut hot_partitions, "parts", profile, || {
                     value.parse().with_context(|| {
                         format!("parts={value}: expected a partition count (e.g. prismdb+parts=4)")
+                    })
+                })?;
+                continue;
+            }
+            Some(("direct", value)) => {
+                set_once(&mut direct_tiers, "direct", profile, || {
+                    Ok(match value {
+                        "fast" => 1,
+                        "capacity" => 2,
+                        "all" => u8::MAX,
+                        _ => bail!("direct={value}: expected fast, capacity or all"),
                     })
                 })?;
                 continue;
@@ -575,6 +591,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         demote_into_bottom,
         capacity_levels,
         hot_partitions,
+        direct_tiers: direct_tiers.unwrap_or(0),
         concurrent_memtable_writes,
         concurrent_memtable_min_ops,
         separation,
@@ -632,6 +649,7 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
                 || profile.demote_into_bottom.is_some()
                 || profile.capacity_levels.is_some()
                 || profile.hot_partitions.is_some()
+                || profile.direct_tiers != 0
                 || profile.separation.is_some();
             if profile.hot || profile.prismdb || profile.split || profile.splitkv || tierkv_only {
                 bail!(
@@ -699,6 +717,9 @@ mod tierkv_engine {
                 }
                 if t.pm {
                     tier = tier.with_kind(tierkv::TierKind::Pm);
+                }
+                if profile.direct_tiers >> i.min(7) & 1 == 1 {
+                    tier = tier.with_direct_reads(true);
                 }
                 // NB: with `prismdb` (and `splitkv`) the fast tier's budget is the hot
                 // store's (below); the WAL and MANIFEST beside it are outside the budget, as
@@ -1345,6 +1366,7 @@ mod tests {
                 demote_into_bottom: None,
                 capacity_levels: None,
                 hot_partitions: None,
+                direct_tiers: 0,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
                 separation: None,
@@ -1393,6 +1415,8 @@ mod tests {
             Some(tierkv::CapacityLevels::Fixed(2))
         );
         assert_eq!(p("prismdb+parts=4").hot_partitions, Some(4));
+        assert_eq!(p("prismdb+direct=capacity").direct_tiers, 2);
+        assert_eq!(p("prismdb+direct=all").direct_tiers, u8::MAX);
         assert!(parse_profile("prismdb+parts=four").is_err());
         assert!(parse_profile("prismdb+parts=2+parts=4").is_err());
         // RocksDB's BlobDB baseline, placed by the fixed placement.
@@ -1415,6 +1439,7 @@ mod tests {
                 demote_into_bottom: None,
                 capacity_levels: None,
                 hot_partitions: None,
+                direct_tiers: 0,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
                 separation: None,
@@ -1438,6 +1463,7 @@ mod tests {
                 demote_into_bottom: None,
                 capacity_levels: None,
                 hot_partitions: None,
+                direct_tiers: 0,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
                 separation: None,

@@ -50,7 +50,9 @@ struct Args {
     /// (capacity_levels), `admit=make-room|when-free` (hot_admission), `bottom=1|0`
     /// (hot_demote_into_bottom) and `parts=N` (hot_partitions) to vary it
     /// (tierkv:prismdb+msc=random, tierkv:prismdb+admit=when-free+bottom=1,
-    /// tierkv:prismdb+parts=4). `splitkv` is the whole SplitKV preset (value
+    /// tierkv:prismdb+parts=4). `direct=fast|capacity|all` reads that tier's tables with
+    /// O_DIRECT, keeping them out of the page cache (tierkv:prismdb+direct=capacity).
+    /// `splitkv` is the whole SplitKV preset (value
     /// log and fast area), the fast tier's --tier-capacity its fast area's budget unless
     /// --hot-budget names one.
     #[arg(long, default_value = "tierkv")]
