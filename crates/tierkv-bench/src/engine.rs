@@ -323,9 +323,9 @@ pub struct Profile {
     pub capacity_levels: Option<tierkv::CapacityLevels>,
     /// The hot store's partitions (`parts=4`; tierkv's `hot_partitions`).
     pub hot_partitions: Option<usize>,
-    /// Tiers whose tables (and the hot store's slabs) are read with `O_DIRECT`, bit `i` for
-    /// tier `i` (`direct=fast`, `direct=capacity`, `direct=all`; tierkv's
-    /// `TierConfig::with_direct_reads`). Their files' pages then stay out of the page cache.
+    /// Tiers whose tables are read with `O_DIRECT`, bit `i` for tier `i` (`direct=fast`,
+    /// `direct=capacity`, `direct=all`; tierkv's `TierConfig::with_direct_reads`). Their
+    /// tables' pages then stay out of the page cache.
     pub direct_tiers: u8,
     /// The group WAL's parallel memtable insertion (`cmw=0` off, `cmw=1` on; tierkv's
     /// `wal.concurrent_memtable_writes`), if named.
@@ -718,7 +718,7 @@ mod tierkv_engine {
                 if t.pm {
                     tier = tier.with_kind(tierkv::TierKind::Pm);
                 }
-                if profile.direct_tiers >> i.min(7) & 1 == 1 {
+                if i < 8 && profile.direct_tiers & (1 << i) != 0 {
                     tier = tier.with_direct_reads(true);
                 }
                 // NB: with `prismdb` (and `splitkv`) the fast tier's budget is the hot

@@ -589,7 +589,7 @@ mod tests {
     fn cached_pages(path: &Path) -> usize {
         let file = File::open(path).unwrap();
         let len = file.metadata().unwrap().len() as usize;
-        // SAFETY: a private read-only mapping of an open file, unmapped before returning;
+        // SAFETY: a read-only shared mapping of an open file, unmapped before returning;
         // `mincore` writes one byte per page into a vector of that many.
         unsafe {
             let addr = libc::mmap(

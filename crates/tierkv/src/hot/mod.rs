@@ -125,32 +125,24 @@ struct Index {
 }
 
 impl Index {
-    fn alloc(&mut self, class: usize) -> Loc {
-        let slot = self.free[class].pop().unwrap_or_else(|| {
-            self.next[class] += 1;
-            self.next[class] - 1
-        });
+    /// A slot of `class` for a job that clears `reusable` (freed slots whose old contents
+    /// are still on disk, by class): one of those first, so its clear and its new contents
+    /// are one page write, else a free slot, else a never-used one.
+    fn alloc(&mut self, class: usize, reusable: &mut [Vec<u64>]) -> Loc {
+        let slot = reusable[class]
+            .pop()
+            .or_else(|| self.free[class].pop())
+            .unwrap_or_else(|| {
+                self.next[class] += 1;
+                self.next[class] - 1
+            });
         self.bytes += CLASS_SIZES[class] as u64;
         self.objects += 1;
         Loc { class, slot }
     }
 
-    /// A slot of `class` for a job that clears `reusable` (freed slots whose old contents
-    /// are still on disk, by class): one of those first, so its clear and its new contents
-    /// are one page write, else a free slot.
-    fn alloc_reusing(&mut self, class: usize, reusable: &mut [Vec<u64>]) -> Loc {
-        match reusable[class].pop() {
-            Some(slot) => {
-                self.bytes += CLASS_SIZES[class] as u64;
-                self.objects += 1;
-                Loc { class, slot }
-            }
-            None => self.alloc(class),
-        }
-    }
-
     /// Hands slots a job cleared and did not reuse to the free lists.
-    fn free_cleared(&mut self, cleared: Vec<Vec<u64>>) {
+    fn free_cleared(&mut self, cleared: SlotsByClass) {
         for (class, slots) in cleared.into_iter().enumerate() {
             self.free[class].extend(slots);
         }
@@ -170,7 +162,7 @@ struct Pending {
     to_free: Vec<Loc>,
     /// Freed slots whose old contents are still on disk: cleared (zero header) by the next job
     /// before it writes, so a stale version can never outlive its key's demotion. Not on the
-    /// free lists until then (only that job may reuse them: [`Index::alloc_reusing`]).
+    /// free lists until then (only that job may reuse them: [`Index::alloc`]).
     clears: Vec<Loc>,
     /// Keys holding versions older than their newest (kept for snapshots).
     retained: BTreeSet<Vec<u8>>,
@@ -203,16 +195,22 @@ pub(crate) struct HotCounters {
     pub paced_micros: AtomicU64,
     /// Slots iterators read.
     pub iterator_slot_reads: AtomicU64,
-    /// Journalled jobs run, the slot writes (clears included) they made, the slab pages
-    /// they wrote in place (each also written once to the journal) and the pages they read
-    /// to compose them: the store's own I/O on tier 0.
+    /// Journalled jobs run, the slot writes (clears included) they made and the slab pages
+    /// they wrote in place (each also written once to the journal): the store's own I/O on
+    /// tier 0.
     pub jobs: AtomicU64,
     pub job_slot_writes: AtomicU64,
     pub job_pages: AtomicU64,
 }
 
-/// `slots` grouped by class: slot numbers per class index.
-fn by_class(slots: Vec<Loc>) -> Vec<Vec<u64>> {
+/// Slot writes of a job: each slot and the bytes written at its start.
+type SlotWrites = Vec<(Loc, Vec<u8>)>;
+
+/// Slot numbers per class index.
+type SlotsByClass = Vec<Vec<u64>>;
+
+/// `slots` grouped by class.
+fn by_class(slots: Vec<Loc>) -> SlotsByClass {
     let mut out = vec![Vec::new(); CLASS_SIZES.len()];
     for loc in slots {
         out[loc.class].push(loc.slot);
@@ -555,10 +553,7 @@ impl HotStore {
     /// the copies are of durable data, so recovery keeps them whatever the MANIFEST says.
     /// Returns how many were promoted.
     pub fn promote(&self, objects: Vec<promote::Candidate>, log_number: u64) -> Result<u64> {
-        // NB: slots freed earlier are cleared first; a reused one then gets its new contents.
-        let clears = std::mem::take(&mut self.pending.lock().clears);
-        let mut writes: Vec<(Loc, Vec<u8>)> = clears.iter().map(|&l| (l, CLEAR.to_vec())).collect();
-        let mut reusable = by_class(clears.clone());
+        let (mut writes, mut reusable) = self.take_clears();
         let mut publish = Vec::new();
         {
             let mut index = self.index.write();
@@ -571,7 +566,7 @@ impl HotStore {
                 if !popular || !fits || index.map.contains_key(&user_key) {
                     continue;
                 }
-                let loc = index.alloc_reusing(class, &mut reusable);
+                let loc = index.alloc(class, &mut reusable);
                 writes.push((
                     loc,
                     slab::encode_slot(seq, SlotKind::Value, &user_key, &value),
@@ -590,7 +585,8 @@ impl HotStore {
             }
         }
         if publish.is_empty() {
-            // Nothing allocated: the clears wait for the next job.
+            // Nothing allocated, so `writes` holds only the clears: they wait for the next job.
+            let clears = writes.into_iter().map(|(loc, _)| loc);
             self.pending.lock().clears.extend(clears);
             return Ok(0);
         }
@@ -658,6 +654,16 @@ impl HotStore {
             .map(|v| v.seq)
     }
 
+    /// Takes the pending clears for a job: their writes (a zero header each, first in the
+    /// job so a reused slot then gets its new contents), and the slots by class, for the
+    /// job's allocations to reuse first ([`Index::alloc`]); the job hands those it did not
+    /// reuse to the free lists once it wrote them ([`Index::free_cleared`]).
+    fn take_clears(&self) -> (SlotWrites, SlotsByClass) {
+        let clears = std::mem::take(&mut self.pending.lock().clears);
+        let writes = clears.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
+        (writes, by_class(clears))
+    }
+
     /// Runs slot writes (`(slot, bytes)`, those of one slot applied in order) crash-safely,
     /// as journalled jobs ([`HotStore::run_one_job`]) of at most `WRITES_PER_JOB` writes
     /// each, so a job's journal (which holds its pages) stays a few MiB however large a flush
@@ -670,8 +676,8 @@ impl HotStore {
     /// before its new contents): a freed slot's clear and its reuse, and slots sharing a
     /// page, then land in one job and one page write. In the order they came (clears first),
     /// a flush larger than a job cleared its reused slots in one job and rewrote them in
-    /// another, two writes of each page, and on a fast tier short of IOPS those random page
-    /// writes were what bounded ycsb-a (BENCHMARKS.md, "The hot store's page writes").
+    /// another: two writes of each page (BENCHMARKS.md, "PrismDB: what ycsb-a waits for in
+    /// the lab").
     fn run_job(
         &self,
         log_number: u64,
@@ -803,10 +809,7 @@ impl HotStore {
         if groups.is_empty() {
             return Ok(lsm);
         }
-        let clears = std::mem::take(&mut self.pending.lock().clears);
-        let mut writes: Vec<(Loc, Vec<u8>)> =
-            clears.iter().map(|&loc| (loc, CLEAR.to_vec())).collect();
-        let mut reusable = by_class(clears);
+        let (mut writes, mut reusable) = self.take_clears();
         let mut publish = Vec::new();
         // Keys taken, with how many writes of each the memtable held (their weight).
         let mut written: Vec<(Vec<u8>, u32)> = Vec::new();
@@ -871,7 +874,7 @@ impl HotStore {
                         user_key.len()
                     ))
                 })?;
-                let loc = self.index.write().alloc_reusing(class, &mut reusable);
+                let loc = self.index.write().alloc(class, &mut reusable);
                 writes.push((loc, slab::encode_slot(seq, slot_kind, &user_key, bytes)));
                 let v = HotVersion {
                     seq,

@@ -110,6 +110,15 @@ struct Run {
     durable: bool,
 }
 
+impl Run {
+    /// Inserts the run's batches into their memtables (invisible until published).
+    fn apply(&self) {
+        for e in &self.entries {
+            e.mem.insert_batch(e.seq, &e.batch);
+        }
+    }
+}
+
 /// The area's covering `fdatasync`, run by one logger at a time with a sticky outcome.
 ///
 /// Since Linux 4.13 a write-back error on a file is reported to only one of the syncs that run
@@ -458,9 +467,7 @@ impl ParallelWal {
                 .file()
                 .write_at(offset, run.buf.as_slice(), run.durable)
                 .map(|()| run.buf.len());
-            for e in &run.entries {
-                e.mem.insert_batch(e.seq, &e.batch);
-            }
+            run.apply();
             self.finish_run(host, run, result, false);
         }
     }
@@ -605,9 +612,7 @@ impl ParallelWal {
                     let run = runs[slot].insert(run);
                     // SAFETY: the buffer lives in `runs[slot]` until its completion is collected.
                     unsafe { io.submit(slot as u64, offset, &run.buf, run.durable) };
-                    for e in &run.entries {
-                        e.mem.insert_batch(e.seq, &e.batch);
-                    }
+                    run.apply();
                     continue;
                 }
             } else if io.in_flight() >= depth && !self.logq.lock().is_empty() {
