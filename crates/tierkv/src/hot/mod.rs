@@ -10,6 +10,8 @@
 //!   version is older than every hot version, and a read may stop at the hot store.
 //! - Versions are written out of place; the version they supersede is freed once the flush
 //!   that wrote its successor is in the MANIFEST, or kept while a live snapshot needs it.
+//!   A freed slot is reused as it is (recovery keeps a key's newest version only), and
+//!   cleared only if its key leaves the store first (`Index::ghosts`).
 //! - Crash safety: before a flush writes slots, an in-flight marker (`HOT-INFLIGHT`: the
 //!   MANIFEST's log number and the flush's lowest sequence) is made durable. If recovery finds
 //!   the log number unchanged, that flush never committed: its slots (sequence at or above the
@@ -73,7 +75,7 @@ const LOW_WATERMARK: f64 = 0.95;
 const MIN_TRACKED: usize = 64 << 10;
 
 /// Where a version lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Loc {
     pub class: usize,
     pub slot: u64,
@@ -116,6 +118,11 @@ struct Index {
     map: BTreeMap<Vec<u8>, Versions>,
     /// Free slots per class (reused most recently freed first).
     free: Vec<Vec<u64>>,
+    /// Free slots that still hold a superseded version of a key with a newer version here,
+    /// by the key's hash ([`tracker::hash_key`]): reused without a clear, since recovery keeps
+    /// only a key's newest version, but cleared before their key leaves the store
+    /// ([`HotStore::finish_demotion`]), which would leave them its newest.
+    ghosts: std::collections::HashMap<Loc, u64>,
     /// Slots per class ever handed out (the next never-used slot).
     next: Vec<u64>,
     /// Bytes of the slots in use.
@@ -131,7 +138,11 @@ impl Index {
     fn alloc(&mut self, class: usize, reusable: &mut [Vec<u64>]) -> Loc {
         let slot = reusable[class]
             .pop()
-            .or_else(|| self.free[class].pop())
+            .or_else(|| {
+                let slot = self.free[class].pop()?;
+                self.ghosts.remove(&Loc { class, slot });
+                Some(slot)
+            })
             .unwrap_or_else(|| {
                 self.next[class] += 1;
                 self.next[class] - 1
@@ -153,16 +164,39 @@ impl Index {
         self.bytes -= CLASS_SIZES[loc.class] as u64;
         self.objects -= 1;
     }
+
+    /// Frees the slot of a superseded version of the key hashed `key_hash` (its newer
+    /// version is here): on the free list at once, uncleared, as a ghost of its key.
+    fn free_superseded(&mut self, loc: Loc, key_hash: u64) {
+        self.free[loc.class].push(loc.slot);
+        self.ghosts.insert(loc, key_hash);
+    }
+
+    /// Takes the ghosts of the keys hashed `gone` (keys leaving the store) for clearing;
+    /// they stay on the free lists. A hash shared with another key only clears a ghost of
+    /// that one too, which is as safe.
+    fn take_ghosts(&mut self, gone: &std::collections::HashSet<u64>) -> Vec<Loc> {
+        let mut taken = Vec::new();
+        self.ghosts.retain(|&loc, key_hash| {
+            let keep = !gone.contains(key_hash);
+            if !keep {
+                taken.push(loc);
+            }
+            keep
+        });
+        taken
+    }
 }
 
 /// What only the flush/demotion job touches.
 #[derive(Default)]
 struct Pending {
-    /// Slots of superseded versions, freed when the writing job commits.
-    to_free: Vec<Loc>,
-    /// Freed slots whose old contents are still on disk: cleared (zero header) by the next job
-    /// before it writes, so a stale version can never outlive its key's demotion. Not on the
-    /// free lists until then (only that job may reuse them: [`Index::alloc`]).
+    /// Slots of superseded versions and their keys' hashes, freed (as ghosts:
+    /// [`Index::ghosts`]) when the writing job commits.
+    to_free: Vec<(Loc, u64)>,
+    /// Slots of demoted objects whose clears ride on the next job (`Clears::WithNextJob`):
+    /// cleared (zero header) by it before it writes. Not on the free lists until then (only
+    /// that job may reuse them: [`Index::alloc`]).
     clears: Vec<Loc>,
     /// Keys holding versions older than their newest (kept for snapshots).
     retained: BTreeSet<Vec<u8>>,
@@ -339,7 +373,6 @@ impl HotStore {
             next: vec![0; CLASS_SIZES.len()],
             ..Index::default()
         };
-        let mut pending = Pending::default();
         let mut wipe = Vec::new();
         let mut max_seq = 0;
         for (class, slab) in slabs.iter().enumerate() {
@@ -374,6 +407,7 @@ impl HotStore {
                             // NB: not known after a restart; counted as no overlap.
                             overlaps: false,
                         };
+                        let key_hash = tracker::hash_key(&s.key);
                         let versions = index.map.entry(s.key).or_default();
                         // NB: after a restart no snapshot is live: only the newest counts.
                         let stale = match versions.first_mut() {
@@ -391,7 +425,8 @@ impl HotStore {
                             index.bytes -= CLASS_SIZES[stale.loc.class] as u64;
                             index.bytes += CLASS_SIZES[class] as u64;
                         }
-                        pending.clears.push(stale.loc);
+                        // NB: a ghost, as if its successor's flush had just committed.
+                        index.free_superseded(stale.loc, key_hash);
                     }
                 }
             }
@@ -413,7 +448,7 @@ impl HotStore {
             fs: Arc::clone(fs),
             slabs,
             index: RwLock::new(index),
-            pending: Mutex::new(pending),
+            pending: Mutex::default(),
             tracker: Tracker::new(tracked),
             promoter: promote::Promoter::new(opts),
             buckets: Mutex::new(recovered),
@@ -912,8 +947,11 @@ impl HotStore {
             index.drop_version(*loc);
         }
         drop(index);
+        let key_hash = tracker::hash_key(&user_key);
         let mut pending = self.pending.lock();
-        pending.to_free.extend(freed);
+        pending
+            .to_free
+            .extend(freed.into_iter().map(|loc| (loc, key_hash)));
         if retained {
             pending.retained.insert(user_key);
         } else {
@@ -986,13 +1024,18 @@ impl HotStore {
             for loc in &freed {
                 index.drop_version(*loc);
             }
-            pending.to_free.extend(freed);
+            let key_hash = tracker::hash_key(&k);
+            pending
+                .to_free
+                .extend(freed.into_iter().map(|loc| (loc, key_hash)));
             if still {
                 pending.retained.insert(k);
             }
         }
-        let to_free = std::mem::take(&mut pending.to_free);
-        pending.clears.extend(to_free);
+        // NB: no clears: the newer version outranks them in recovery until the key leaves.
+        for (loc, key_hash) in std::mem::take(&mut pending.to_free) {
+            index.free_superseded(loc, key_hash);
+        }
     }
 
     /// Bytes of slots this store may hold (with partitions, its share of `hot_budget`).
@@ -1323,7 +1366,8 @@ impl HotStore {
             .map(|(k, v)| (k.len() + v.len()) as u64)
             .sum();
         let mut cleared = Vec::new();
-        {
+        let mut gone = std::collections::HashSet::new();
+        let ghosts = {
             let mut index = self.index.write();
             for (k, seq, loc) in victims {
                 // NB: a flush since the plan may have written a newer version (a demotion in
@@ -1343,6 +1387,7 @@ impl HotStore {
                 }
                 index.drop_version(loc);
                 cleared.push(loc);
+                gone.insert(tracker::hash_key(&k));
             }
             let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
             // Iterators that started before the demotion may lack its table.
@@ -1350,6 +1395,12 @@ impl HotStore {
             if let (Some(w), Some(average)) = (&self.weights, average) {
                 w.age(average);
             }
+            index.take_ghosts(&gone)
+        };
+        // NB: the ghosts first, in jobs of their own: a crash that kept one after its key's
+        // slot was cleared would bring back its older version.
+        if !ghosts.is_empty() {
+            self.clear_slots(log_number, ghosts.into_iter())?;
         }
         match clears {
             Clears::Now => {

@@ -21,7 +21,7 @@ const SHARDS: usize = 16;
 /// NB: a fixed hasher: the same accesses give the same clocks in every run.
 type FixedHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 
-fn hash_key(key: &[u8]) -> u64 {
+pub(crate) fn hash_key(key: &[u8]) -> u64 {
     let mut h = FixedHasher::default().build_hasher();
     h.write(key);
     h.finish()
