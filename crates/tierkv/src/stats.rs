@@ -363,6 +363,13 @@ pub struct HotTierStats {
     /// then in place, so about three 4 KiB I/Os on tier 0 per page (`docs/hot-tier.md`,
     /// "Crash safety").
     pub job_pages: u64,
+    /// Free slots now.
+    pub free_slots: u64,
+    /// Of those, the ones still holding a superseded version of a key the store holds newer
+    /// (reused as they are; `docs/hot-tier.md`, "Versions and snapshots").
+    pub ghost_slots: u64,
+    /// Slots of superseded versions cleared since open because their key was demoted first.
+    pub ghost_clears: u64,
     /// Per partition (`hot_partitions`), in partition order: objects and bytes of slots.
     pub partitions: Vec<(u64, u64)>,
 }
@@ -622,8 +629,9 @@ impl fmt::Display for Stats {
             write!(
                 f,
                 "\nhot store slab I/O: {} jobs, {} slot writes in {} pages (each journalled, \
-                 then written in place)",
-                h.jobs, h.job_slot_writes, h.job_pages
+                 then written in place); {} free slots, {} holding superseded versions ({} \
+                 cleared as their key left)",
+                h.jobs, h.job_slot_writes, h.job_pages, h.free_slots, h.ghost_slots, h.ghost_clears
             )?;
             if h.partitions.len() > 1 {
                 let parts: Vec<String> = h

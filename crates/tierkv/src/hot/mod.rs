@@ -235,6 +235,8 @@ pub(crate) struct HotCounters {
     pub jobs: AtomicU64,
     pub job_slot_writes: AtomicU64,
     pub job_pages: AtomicU64,
+    /// Superseded versions' slots cleared because their key was demoted.
+    pub ghost_clears: AtomicU64,
 }
 
 /// Slot writes of a job: each slot and the bytes written at its start.
@@ -1400,7 +1402,9 @@ impl HotStore {
         // NB: the ghosts first, in jobs of their own: a crash that kept one after its key's
         // slot was cleared would bring back its older version.
         if !ghosts.is_empty() {
+            let n = ghosts.len() as u64;
             self.clear_slots(log_number, ghosts.into_iter())?;
+            self.counters.ghost_clears.fetch_add(n, Ordering::Relaxed);
         }
         match clears {
             Clears::Now => {
@@ -1488,6 +1492,9 @@ impl HotStore {
             jobs: load(&c.jobs),
             job_slot_writes: load(&c.job_slot_writes),
             job_pages: load(&c.job_pages),
+            free_slots: index.free.iter().map(|f| f.len() as u64).sum(),
+            ghost_slots: index.ghosts.len() as u64,
+            ghost_clears: load(&c.ghost_clears),
             partitions: vec![(index.objects, index.bytes)],
         }
     }

@@ -354,6 +354,9 @@ fn sum_stats(mut total: HotTierStats, part: HotTierStats) -> HotTierStats {
     total.jobs += part.jobs;
     total.job_slot_writes += part.job_slot_writes;
     total.job_pages += part.job_pages;
+    total.free_slots += part.free_slots;
+    total.ghost_slots += part.ghost_slots;
+    total.ghost_clears += part.ghost_clears;
     total.partitions.extend(part.partitions);
     total
 }
