@@ -47,6 +47,7 @@ use crate::options::{HotAdmission, HotEviction, HotTierOptions};
 use parking_lot::{Mutex, RwLock};
 use rand::Rng;
 use slab::{SlabFile, SlotKind, CLASS_SIZES};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,6 +203,18 @@ struct Pending {
     retained: BTreeSet<Vec<u8>>,
     /// Round-robin position of the MSC policy.
     cursor: usize,
+}
+
+impl Pending {
+    /// Queues the slots of `key`'s superseded versions, freed when the writing job commits.
+    fn supersede(&mut self, key: &[u8], freed: Vec<Loc>) {
+        if freed.is_empty() {
+            return;
+        }
+        let key_hash = tracker::hash_key(key);
+        self.to_free
+            .extend(freed.into_iter().map(|loc| (loc, key_hash)));
+    }
 }
 
 /// The hot store's counters.
@@ -409,18 +422,22 @@ impl HotStore {
                             // NB: not known after a restart; counted as no overlap.
                             overlaps: false,
                         };
-                        let key_hash = tracker::hash_key(&s.key);
-                        let versions = index.map.entry(s.key).or_default();
                         // NB: after a restart no snapshot is live: only the newest counts.
-                        let stale = match versions.first_mut() {
-                            None => {
-                                versions.push(v);
+                        let mut seen = match index.map.entry(s.key) {
+                            Entry::Occupied(seen) => seen,
+                            Entry::Vacant(new) => {
+                                new.insert(smallvec::smallvec![v]);
                                 index.bytes += CLASS_SIZES[class] as u64;
                                 index.objects += 1;
                                 continue;
                             }
-                            Some(cur) if cur.seq >= v.seq => v,
-                            Some(cur) => std::mem::replace(cur, v),
+                        };
+                        let key_hash = tracker::hash_key(seen.key());
+                        let cur = &mut seen.get_mut()[0];
+                        let stale = if cur.seq >= v.seq {
+                            v
+                        } else {
+                            std::mem::replace(cur, v)
                         };
                         if stale.loc != loc {
                             // The newer version took the counted one's place: count its class.
@@ -949,11 +966,8 @@ impl HotStore {
             index.drop_version(*loc);
         }
         drop(index);
-        let key_hash = tracker::hash_key(&user_key);
         let mut pending = self.pending.lock();
-        pending
-            .to_free
-            .extend(freed.into_iter().map(|loc| (loc, key_hash)));
+        pending.supersede(&user_key, freed);
         if retained {
             pending.retained.insert(user_key);
         } else {
@@ -1026,10 +1040,7 @@ impl HotStore {
             for loc in &freed {
                 index.drop_version(*loc);
             }
-            let key_hash = tracker::hash_key(&k);
-            pending
-                .to_free
-                .extend(freed.into_iter().map(|loc| (loc, key_hash)));
+            pending.supersede(&k, freed);
             if still {
                 pending.retained.insert(k);
             }
