@@ -23,6 +23,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 use workload::{Distribution, ValueSizes, Workload};
 
+/// The heap: jemalloc, handing freed pages back to the OS after a second (a background
+/// thread does it). Measured in the lab's 256 MiB cgroup on PrismDB's ycsb-b: the process
+/// held 86 MiB against 102-106 MiB with glibc's malloc, and the page cache serving the
+/// capacity tier got the difference (BENCHMARKS.md, "Process memory"). RocksDB's own
+/// allocations (C++) still go through glibc's malloc, bounded by `bound_heap_retention`.
+#[global_allocator]
+static HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at its start (a C string; `None` would mean defaults).
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static HEAP_OPTIONS: Option<&'static u8> =
+    Some(&b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0"[0]);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tierkv-bench",

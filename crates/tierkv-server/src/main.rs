@@ -10,6 +10,18 @@ use tierkv_server::bench;
 use tierkv_server::config::{Args, ServerConfig};
 use tierkv_server::server::{self, Server};
 
+/// The heap: jemalloc, handing freed pages back to the OS after a second (a background
+/// thread does it): a server's memory goes up and down with its clients, and what the
+/// allocator keeps is taken from the page cache that serves the capacity tier's reads
+/// (BENCHMARKS.md, "Process memory").
+#[global_allocator]
+static HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at its start (a C string; `None` would mean defaults).
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static HEAP_OPTIONS: Option<&'static u8> =
+    Some(&b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0"[0]);
+
 fn main() -> ExitCode {
     tierkv::bound_heap_retention();
     let args = Args::parse();

@@ -1,10 +1,10 @@
 //! Popularity: the tracker (a 2-bit clock per tracked key) and the mapper (which clock values
 //! are pinned on the fast tier).
 //!
-//! The tracker holds a bounded number of keys, split into shards by key hash. A key enters
-//! with clock 0; each later access sets its clock to 3. When a shard is full, its clock hand
-//! sweeps: a key at 0 is evicted and the newcomer takes its place, any other key's clock is
-//! decremented. Keys not tracked count as coldest.
+//! The tracker holds a bounded number of keys (by their hashes), split into shards by hash. A
+//! key enters with clock 0; each later access sets its clock to 3. When a shard is full, its
+//! clock hand sweeps: a key at 0 is evicted and the newcomer takes its place, any other key's
+//! clock is decremented. Keys not tracked count as coldest.
 //!
 //! Every access is also counted in a frequency sketch (`sketch`), over all keys, tracked or
 //! not: promotions compare a candidate's recent frequency with that of what demotions evict.
@@ -28,11 +28,17 @@ pub(crate) fn hash_key(key: &[u8]) -> u64 {
 }
 
 struct Shard {
-    /// The tracked keys and their clocks, in the sweep's order.
-    keys: Vec<(Box<[u8]>, u8)>,
-    /// Positions in `keys`, found by the key's hash: each key is stored once, in `keys`
-    /// (a map from key to position would hold it twice; the tracker holds a fifth of all
-    /// keys, so that is tens of MiB on a large store).
+    /// The tracked keys, by their hashes ([`hash_key`]), in the sweep's order.
+    ///
+    /// NB: a hash, not the key. The tracker holds a fifth of all keys, and a key's copy cost
+    /// four to six times its 8-byte hash (the copy, its allocation, the pointer to it): on a
+    /// store of a million keys that was about 9 MiB of a memory-bounded process's page cache.
+    /// Two keys with one hash would share a clock and count as one: with a billion keys
+    /// tracked, the chance that any two do is about 3%, and then it only skews a ranking.
+    hashes: Vec<u64>,
+    /// The clock of each of `hashes`.
+    clocks: Vec<u8>,
+    /// Positions in `hashes`, found by hash.
     pos: HashTable<u32>,
     hand: usize,
     capacity: usize,
@@ -41,58 +47,61 @@ struct Shard {
 impl Shard {
     fn new(capacity: usize) -> Shard {
         Shard {
-            keys: Vec::new(),
+            hashes: Vec::new(),
+            clocks: Vec::new(),
             pos: HashTable::new(),
             hand: 0,
             capacity,
         }
     }
 
-    fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
+    fn find(&self, hash: u64) -> Option<usize> {
         self.pos
-            .find(hash, |&i| &*self.keys[i as usize].0 == key)
+            .find(hash, |&i| self.hashes[i as usize] == hash)
             .map(|&i| i as usize)
     }
 
-    /// Indexes `keys[i]`, whose key hashes to `hash`.
-    fn index(&mut self, i: usize, hash: u64) {
-        let Shard { keys, pos, .. } = self;
-        pos.insert_unique(hash, i as u32, |&j| hash_key(&keys[j as usize].0));
+    /// Indexes `hashes[i]`.
+    fn index(&mut self, i: usize) {
+        let Shard { hashes, pos, .. } = self;
+        pos.insert_unique(hashes[i], i as u32, |&j| hashes[j as usize]);
     }
 
-    /// Records an access; returns whether `key` was tracked before it.
-    fn touch(&mut self, key: &[u8], hash: u64) -> bool {
-        if let Some(i) = self.find(key, hash) {
-            self.keys[i].1 = MAX_CLOCK;
+    /// Records an access to the key hashing to `hash`; returns whether it was tracked
+    /// before it.
+    fn touch(&mut self, hash: u64) -> bool {
+        if let Some(i) = self.find(hash) {
+            self.clocks[i] = MAX_CLOCK;
             return true;
         }
         if self.capacity == 0 {
             return false;
         }
-        if self.keys.len() < self.capacity {
-            self.keys.push((key.into(), 0));
-            self.index(self.keys.len() - 1, hash);
+        if self.hashes.len() < self.capacity {
+            self.hashes.push(hash);
+            self.clocks.push(0);
+            self.index(self.hashes.len() - 1);
             return false;
         }
         // NB: terminates within four sweeps: each pass decrements every clock.
         loop {
             let i = self.hand;
-            self.hand = (self.hand + 1) % self.keys.len();
-            if self.keys[i].1 == 0 {
-                let old = hash_key(&self.keys[i].0);
+            self.hand = (self.hand + 1) % self.hashes.len();
+            if self.clocks[i] == 0 {
+                let old = self.hashes[i];
                 if let Ok(entry) = self.pos.find_entry(old, |&j| j as usize == i) {
                     entry.remove();
                 }
-                self.keys[i] = (key.into(), 0);
-                self.index(i, hash);
+                self.hashes[i] = hash;
+                self.index(i);
                 return false;
             }
-            self.keys[i].1 -= 1;
+            self.clocks[i] -= 1;
         }
     }
 
-    fn clock(&self, key: &[u8], hash: u64) -> Option<u8> {
-        self.find(key, hash).map(|i| self.keys[i].1)
+    fn clock(&self, hash: u64) -> Option<u8> {
+        self.find(hash).map(|i| self.clocks[i])
     }
 }
 
@@ -127,7 +136,7 @@ impl Tracker {
     /// clock value: accessed lately).
     pub fn touch(&self, key: &[u8]) -> bool {
         let (shard, hash) = self.shard(key);
-        let seen = shard.lock().touch(key, hash);
+        let seen = shard.lock().touch(hash);
         self.frequencies.read().record(hash);
         seen
     }
@@ -175,7 +184,7 @@ impl Tracker {
     /// every table read, so the key is hashed once for both.
     pub fn promotable(&self, key: &[u8]) -> bool {
         let (shard, hash) = self.shard(key);
-        if shard.lock().clock(key, hash) != Some(MAX_CLOCK) {
+        if shard.lock().clock(hash) != Some(MAX_CLOCK) {
             return false;
         }
         let sketch = self.frequencies.read();
@@ -196,15 +205,15 @@ impl Tracker {
     /// The clock of `key`, `None` if it is not tracked.
     pub fn clock(&self, key: &[u8]) -> Option<u8> {
         let (shard, hash) = self.shard(key);
-        shard.lock().clock(key, hash)
+        shard.lock().clock(hash)
     }
 
     /// How many tracked keys have each clock value.
     pub fn histogram(&self) -> [u64; 4] {
         let mut h = [0u64; 4];
         for s in &self.shards {
-            for (_, c) in &s.lock().keys {
-                h[*c as usize] += 1;
+            for &c in &s.lock().clocks {
+                h[c as usize] += 1;
             }
         }
         h
@@ -213,7 +222,7 @@ impl Tracker {
     /// Keys tracked.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().keys.len()).sum()
+        self.shards.iter().map(|s| s.lock().hashes.len()).sum()
     }
 }
 
@@ -285,8 +294,8 @@ mod tests {
     fn sweep_evicts_cold_keys_first() {
         // One shard's worth: a single-shard view through a tiny tracker.
         let mut s = Shard::new(3);
-        let touch = |s: &mut Shard, key: &[u8]| s.touch(key, hash_key(key));
-        let clock = |s: &Shard, key: &[u8]| s.clock(key, hash_key(key));
+        let touch = |s: &mut Shard, key: &[u8]| s.touch(hash_key(key));
+        let clock = |s: &Shard, key: &[u8]| s.clock(hash_key(key));
         touch(&mut s, b"hot");
         touch(&mut s, b"hot");
         touch(&mut s, b"cold1");
