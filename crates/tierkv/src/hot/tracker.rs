@@ -32,7 +32,8 @@ struct Shard {
     ///
     /// NB: a hash, not the key. The tracker holds a fifth of all keys, and a key's copy cost
     /// four to six times its 8-byte hash (the copy, its allocation, the pointer to it): on a
-    /// store of a million keys that was about 9 MiB of a memory-bounded process's page cache.
+    /// store of a million keys, about 15 MiB against under 4 MiB of hashes (docs/hot-tier.md),
+    /// taken from a memory-bounded process's page cache.
     /// Two keys with one hash would share a clock and count as one: with a billion keys
     /// tracked, the chance that any two do is about 3%, and then it only skews a ranking.
     hashes: Vec<u64>,
