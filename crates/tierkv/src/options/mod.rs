@@ -266,8 +266,9 @@ impl Options {
 
     /// Checks every option, naming the first one that is out of range.
     pub fn validate(&self) -> Result<()> {
-        self.validate_tiers()?;
-        groups::validate_groups(self)
+        // Each option's own range first: the tier checks derive sizes from them.
+        groups::validate_groups(self)?;
+        self.validate_tiers()
     }
 
     /// The automatic placement controller's configuration for these options.
@@ -384,14 +385,17 @@ impl Options {
     /// With the parallel WAL the reserve covers its whole area instead.
     pub fn wal_reserve(&self) -> u64 {
         self.wal.fast_tier_reserve.unwrap_or_else(|| {
-            let wals = self.memtable.max_immutable_memtables as u64 + 2;
-            let per_wal = self.memtable.write_buffer_size as u64 + self.wal_preallocation_step();
+            // Saturating: callers compare the reserve with a capacity before any option has
+            // been range-checked.
+            let wals = (self.memtable.max_immutable_memtables as u64).saturating_add(2);
+            let per_wal = (self.memtable.write_buffer_size as u64)
+                .saturating_add(self.wal_preallocation_step());
             let logs = match self.wal.mode {
-                WalMode::Group | WalMode::Append => wals * per_wal,
-                WalMode::Zoned => self.wal.zone_size * u64::from(self.wal.zones),
+                WalMode::Group | WalMode::Append => wals.saturating_mul(per_wal),
+                WalMode::Zoned => self.wal.zone_size.saturating_mul(u64::from(self.wal.zones)),
                 WalMode::Parallel => self.wal_area_bytes(),
             };
-            logs + 2 * self.manifest_roll_bytes()
+            logs.saturating_add(2 * self.manifest_roll_bytes())
         })
     }
 
@@ -414,7 +418,9 @@ impl Options {
                 .tiers
                 .first()
                 .map_or(u64::MAX, |t| t.capacity.saturating_sub(self.wal_reserve()));
-            (memtables * self.memtable.write_buffer_size as u64).min(budget / 4)
+            memtables
+                .saturating_mul(self.memtable.write_buffer_size as u64)
+                .min(budget / 4)
         })
     }
 
@@ -423,8 +429,8 @@ impl Options {
         let bytes = self
             .wal
             .group_bytes
-            .unwrap_or(2 * self.memtable.write_buffer_size as u64);
-        bytes.div_ceil(4096) * 4096
+            .unwrap_or((self.memtable.write_buffer_size as u64).saturating_mul(2));
+        bytes.div_ceil(4096).saturating_mul(4096)
     }
 
     /// The largest encoded batch this database accepts: [`MAX_BATCH_BYTES`], or what one
@@ -450,12 +456,14 @@ impl Options {
     /// Page groups in the parallel-WAL area: the active memtable's, one per immutable
     /// memtable, and one spare so a switch never waits for a flush to release one.
     pub fn wal_groups(&self) -> u64 {
-        self.memtable.max_immutable_memtables as u64 + 2
+        (self.memtable.max_immutable_memtables as u64).saturating_add(2)
     }
 
     /// Size of the parallel-WAL area file: two metadata pages and the groups.
     pub fn wal_area_bytes(&self) -> u64 {
-        2 * 4096 + self.wal_groups() * self.wal_group_bytes()
+        self.wal_groups()
+            .saturating_mul(self.wal_group_bytes())
+            .saturating_add(2 * 4096)
     }
 
     /// WAL disk space is reserved this many bytes at a time (`fallocate`).
@@ -766,6 +774,17 @@ mod tests {
         assert_eq!(parse_size("1.5 GiB").unwrap(), 3 << 29);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert!(parse_size("12 parsecs").is_err());
+        let huge = parse_size("99999999999999999999 MiB").unwrap_err();
+        assert!(huge.to_string().contains("64-bit"), "{huge}");
+    }
+
+    #[test]
+    fn a_huge_option_is_refused_by_its_range_check_not_by_overflow() {
+        let toml = "[[tier]]\nname = \"fast\"\npath = \"/tmp/tierkv-opts-huge\"\n\
+                    [memtable]\nwrite_buffer_size = 18446744073709551615\n\
+                    [wal]\nmode = \"parallel\"\n";
+        let err = Options::from_toml_str(toml).unwrap_err();
+        assert!(err.to_string().contains("write_buffer_size"), "{err}");
     }
 
     #[test]

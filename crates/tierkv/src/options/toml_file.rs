@@ -82,7 +82,14 @@ pub fn parse_size(text: &str) -> Result<u64> {
             "size {text:?} must be a non-negative number"
         )));
     }
-    Ok((value * mult as f64) as u64)
+    let bytes = value * mult as f64;
+    // `as u64` would saturate silently; 2^64 is the first value it cannot hold.
+    if bytes >= 18_446_744_073_709_551_616.0 {
+        return Err(Error::invalid(format!(
+            "size {text:?} is more than a 64-bit byte count holds"
+        )));
+    }
+    Ok(bytes as u64)
 }
 
 #[derive(Deserialize)]
