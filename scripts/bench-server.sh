@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tierkv-server against redis-server, measured with redis-benchmark in one run, on loopback.
 #
-#   scripts/bench-server.sh [all|setsync|sync|get|big|proxy]   (default all; results also in $OUT)
+#   scripts/bench-server.sh [all|setsync|sync|get|big|proxy|scale]   (default all; results also in $OUT)
 #
 # Experiments (50 clients each; each run is short, so expect noise on a small machine):
 #   setsync  the SET target's run: redis-benchmark -t set -n 200000 -c 50 -P 16 -r 1000000
@@ -17,6 +17,12 @@
 #          in the same cgroup, alternating BIG_ROUNDS times. redis-server cannot hold such
 #          data and is not run.
 #   proxy  one shard directly vs the same shard through nutcracker, and two shards behind it.
+#   scale  throughput as shards are added: for each count in SHARDS (default "1 2 4"), that
+#          many tierkv-servers (flush durability) behind as many nutcracker processes (one
+#          proxy is one thread; each knows every shard; PROXIES sets their number instead),
+#          driven by one redis-benchmark per proxy, all at once; the figure is all their
+#          requests over the time until the last one finished. One shard without the proxy
+#          first.
 #
 # Environment: BENCH_DIR (default /tmp/tierkv-bench-server), PORT_BASE (default 7700),
 # REQUESTS (SETs/GETs per pipelined run, default 400000; unpipelined runs do a quarter),
@@ -262,6 +268,61 @@ run_proxy() {
     stop_all
 }
 
+# bench_all TEST PIPE N PORT...: one redis-benchmark per port, all at once (50 clients each);
+# prints the requests of all of them over the time until the last finished, and the highest
+# p99 (not a sum of rps: a benchmark that ends early would count its rate over less time).
+bench_all() {
+    local test=$1 pipe=$2 n=$3 port files=() clients=() start
+    shift 3
+    start=$(date +%s.%N)
+    for port in "$@"; do
+        redis-benchmark -p "$port" -c 50 -P "$pipe" -n "$n" -r 1000000 -t "$test" --csv \
+            2>/dev/null | csv_rps_p99 >"$dir/scale-$port.out" &
+        clients+=($!)
+        files+=("$dir/scale-$port.out")
+    done
+    wait "${clients[@]}"
+    cat "${files[@]}" | awk -v n="$n" -v start="$start" -v end="$(date +%s.%N)" \
+        '{ if ($2 > p) p = $2 } END { printf "%.0f %.3f\n", NR * n / (end - start), p }'
+}
+
+run_scale() {
+    command -v nutcracker >/dev/null || { row "(scale: nutcracker missing; skipped)"; return; }
+    local counts="${SHARDS:-1 2 4}" n i
+    row ""
+    row "Shards behind nutcracker, one proxy and one redis-benchmark (50 clients, -P 16) per shard, flush durability ($(date -u +%F))"
+    row ""
+    row "| shards | SET rps | p99 ms | GET rps | p99 ms |"
+    row "|---|---|---|---|---|"
+    tierkv $((base + 1)) scale-direct --durability flush
+    read -r rs ps < <(bench_all set 16 "$requests" $((base + 1)))
+    read -r rg pg < <(bench_all get 16 "$requests" $((base + 1)))
+    row "| 1, direct (no proxy) | $rs | $ps | $rg | $pg |"
+    stop_all
+    for n in $counts; do
+        local proxies=() p=${PROXIES:-$n}
+        for ((i = 1; i <= n; i++)); do tierkv $((base + i)) "scale$i" --durability flush; done
+        for ((i = 1; i <= p; i++)); do
+            local port=$((base + 100 + i))
+            {
+                printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' "$port"
+                printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n'
+                printf '  server_connections: 1\n  preconnect: true\n  servers:\n'
+                local s
+                for ((s = 1; s <= n; s++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + s)) "$s"; done
+            } >"$dir/scale-proxy$i.yml"
+            nutcracker -c "$dir/scale-proxy$i.yml" -a 127.0.0.1 -s $((base + 200 + i)) -o "$dir/scale-proxy$i.log" &
+            pids+=($!)
+            proxies+=("$port")
+        done
+        for port in "${proxies[@]}"; do wait_port "$port"; done
+        read -r rs ps < <(bench_all set 16 "$requests" "${proxies[@]}")
+        read -r rg pg < <(bench_all get 16 "$requests" "${proxies[@]}")
+        row "| $n ($p proxies) | $rs | $ps | $rg | $pg |"
+        stop_all
+    done
+}
+
 echo "machine: $(nproc) cores, $(uname -r); redis $(redis-server --version | awk '{print $3}')" | tee -a "$out"
 case "$what" in
     setsync) run_setsync ;;
@@ -269,7 +330,8 @@ case "$what" in
     get) run_get ;;
     big) run_big ;;
     proxy) run_proxy ;;
+    scale) run_scale ;;
     all) run_setsync; run_sync; run_get; run_big; run_proxy ;;
-    *) echo "usage: $0 [all|setsync|sync|get|big|proxy]" >&2; exit 2 ;;
+    *) echo "usage: $0 [all|setsync|sync|get|big|proxy|scale]" >&2; exit 2 ;;
 esac
 echo "results in $out"
