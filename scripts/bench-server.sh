@@ -11,8 +11,8 @@
 #   sync   SET, tierkv --durability sync vs redis appendfsync always, and flush vs everysec,
 #          with -P 16 and without pipelining; data fits in memory.
 #   get    GET on data that fits in memory, both servers, -P 16 and -P 1.
-#   big    GET on data several times a memory limit: tierkv-server in a memory cgroup (v1,
-#          /sys/fs/cgroup/memory; needs root) against the engine measured in-process
+#   big    GET on data several times a memory limit: tierkv-server in a memory cgroup (v1's
+#          /sys/fs/cgroup/memory, else the v2 hierarchy; needs root) against the engine measured in-process
 #          (tierkv-server --bench-inprocess: the same async GETs, 50 concurrent, no network)
 #          in the same cgroup, alternating BIG_ROUNDS times. redis-server cannot hold such
 #          data and is not run.
@@ -42,7 +42,14 @@ big_rounds="${BIG_ROUNDS:-3}"
 big_gets="${BIG_GETS:-100000}"
 out="${OUT:-$dir/results.md}"
 server="${SERVER:-$root/target/release/tierkv-server}"
-cg=/sys/fs/cgroup/memory/tierkv-bench-server
+# The memory cgroup of `big`: cgroup v1's memory hierarchy where it is mounted, else the
+# unified (v2) hierarchy. Both count the page cache against the limit.
+if [ -d /sys/fs/cgroup/memory ]; then
+    cg=/sys/fs/cgroup/memory/tierkv-bench-server cg_limit=memory.limit_in_bytes
+    cg_peak=memory.max_usage_in_bytes
+else
+    cg=/sys/fs/cgroup/tierkv-bench-server cg_limit=memory.max cg_peak=memory.peak
+fi
 
 for tool in redis-benchmark redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install redis-tools redis-server" >&2; exit 1; }
@@ -202,8 +209,10 @@ in_cgroup() {
 }
 
 run_big() {
-    if ! mkdir -p "$cg" 2>/dev/null || ! echo "$mem_limit" >"$cg/memory.limit_in_bytes" 2>/dev/null; then
-        row "(big: no memory cgroup v1 at /sys/fs/cgroup/memory; skipped)"
+    # NB: v2 gives a child the memory controller only once its parent enables it.
+    [ "$cg_limit" = memory.max ] && { echo +memory >/sys/fs/cgroup/cgroup.subtree_control; } 2>/dev/null || true
+    if ! mkdir -p "$cg" 2>/dev/null || ! echo "$mem_limit" >"$cg/$cg_limit" 2>/dev/null; then
+        row "(big: no memory cgroup at $cg; skipped)"
         return
     fi
     local name=tkv-big conf="$dir/big.toml"
@@ -235,7 +244,7 @@ run_big() {
         fi
         stop_all
     done
-    row "cgroup peak memory: $(($(cat "$cg/memory.max_usage_in_bytes") >> 20)) MiB of $mem_limit"
+    row "cgroup peak memory: $(($(cat "$cg/$cg_peak") >> 20)) MiB of $mem_limit"
 }
 
 run_proxy() {
