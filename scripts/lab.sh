@@ -2,6 +2,8 @@
 # The tier lab: runs a command with a fast tier on the local disk, a throttled capacity tier
 # (ext4 on a loop device limited with the blkio cgroup), an optional tmpfs "pm" tier, and a
 # memory cgroup that bounds the page cache. Cleans everything up on exit, error or interrupt.
+# Works with cgroup v1 (blkio and memory hierarchies) and, where those are not mounted, with
+# the unified v2 hierarchy (io.max and memory.max on one cgroup of the lab's own).
 #
 #   sudo scripts/lab.sh [--pm] [--keep] -- COMMAND [ARGS...]
 #
@@ -22,7 +24,7 @@
 #   LAB_CAP_SIZE   capacity file system size (default 32G, sparse)
 #   LAB_PM_SIZE    tmpfs size for --pm (default 2G)
 #   LAB_DIR        where the lab lives (default /var/tmp/tierkv-lab)
-#   LAB_MEMCG      name of the memory cgroup (default tierkv-lab): give each concurrent lab its own
+#   LAB_MEMCG      name of the lab's cgroup (default tierkv-lab): give each concurrent lab its own
 set -euo pipefail
 
 READ_IOPS=${LAB_READ_IOPS:-8000}
@@ -38,6 +40,13 @@ FAST_READ_BPS=${LAB_FAST_READ_BPS:-}
 FAST_SIZE=${LAB_FAST_SIZE:-8G}
 BLKIO=/sys/fs/cgroup/blkio
 MEMCG=/sys/fs/cgroup/memory/${LAB_MEMCG:-tierkv-lab}
+if [ ! -d "$BLKIO" ] && [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    # cgroup v2: one cgroup holds the command, its memory limit and its devices' limits.
+    CGROUP_V2=1
+    MEMCG=/sys/fs/cgroup/${LAB_MEMCG:-tierkv-lab}
+else
+    CGROUP_V2=0
+fi
 
 die() { echo "lab.sh: $*" >&2; exit 2; }
 
@@ -55,8 +64,15 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || die "no command given; usage: lab.sh [--pm] [--keep] -- COMMAND [ARGS...]"
 [ "$(id -u)" = 0 ] || die "needs root (loop devices, mounts and cgroups)"
-[ -d "$BLKIO" ] || die "no blkio cgroup (v1) at $BLKIO"
-[ -d /sys/fs/cgroup/memory ] || die "no memory cgroup (v1) at /sys/fs/cgroup/memory"
+if [ "$CGROUP_V2" = 1 ]; then
+    # NB: a child gets the io and memory controllers only once its parent enables them.
+    echo "+io +memory" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+    grep -qw io /sys/fs/cgroup/cgroup.subtree_control || die "cgroup v2 without the io controller"
+    grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || die "cgroup v2 without the memory controller"
+else
+    [ -d "$BLKIO" ] || die "no blkio cgroup (v1) at $BLKIO"
+    [ -d /sys/fs/cgroup/memory ] || die "no memory cgroup (v1) at /sys/fs/cgroup/memory"
+fi
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 missing (apt-get install e2fsprogs)"
 
 LOOP=""
@@ -67,12 +83,20 @@ FAST_MAJMIN=""
 throttle() {
     local majmin=$1 f
     shift
+    if [ "$CGROUP_V2" = 1 ]; then
+        # NB: v2 has no limits on the root cgroup; the lab's own cgroup carries them, and
+        # cgroup writeback charges the command's dirty pages to it, so they hold for writeback.
+        local v=() x
+        for x in "$@"; do [ "$x" = 0 ] && v+=(max) || v+=("$x"); done
+        echo "$majmin riops=${v[0]} wiops=${v[1]} rbps=${v[2]} wbps=${v[3]}" >"$MEMCG/io.max"
+        return
+    fi
     for f in read_iops_device write_iops_device read_bps_device write_bps_device; do
         echo "$majmin $1" > "$BLKIO/blkio.throttle.$f" 2>/dev/null
         shift
     done
 }
-unthrottle() { throttle "$1" 0 0 0 0; }
+unthrottle() { [ "$CGROUP_V2" = 1 ] || throttle "$1" 0 0 0 0; }
 # Prints a loop device (direct I/O) over a new sparse file $LAB_DIR/NAME.img of SIZE.
 attach() {
     truncate -s "$2" "$LAB_DIR/$1.img"
@@ -108,12 +132,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$LAB_DIR/fast" "$LAB_DIR/capacity"
+# NB: under v2 the cgroup comes first: the devices' limits are written into it.
+mkdir -p "$MEMCG"
 LOOP=$(attach capacity "$CAP_SIZE")
 format_and_mount "$LOOP" capacity
 MAJMIN=$(majmin "$LOOP")
-# NB: the limits go on the root blkio cgroup for each lab device only: writeback of buffered
-# writes is issued by kernel threads outside any child cgroup, and each device serves only its
-# tier, so a device-wide limit is the one that really holds.
+# NB: under v1 the limits go on the root blkio cgroup for each lab device only: writeback of
+# buffered writes is issued by kernel threads outside any child cgroup, and each device serves
+# only its tier, so a device-wide limit is the one that really holds.
 throttle "$MAJMIN" "$READ_IOPS" "$WRITE_IOPS" "$READ_BPS" "$WRITE_BPS"
 
 if [ -n "$FAST_WRITE_BPS$FAST_READ_BPS" ]; then
@@ -129,8 +155,11 @@ if [ "$WITH_PM" = 1 ]; then
     export LAB_PM="$LAB_DIR/pm"
 fi
 
-mkdir -p "$MEMCG"
-echo "$MEM" > "$MEMCG/memory.limit_in_bytes"
+if [ "$CGROUP_V2" = 1 ]; then
+    echo "$MEM" >"$MEMCG/memory.max"
+else
+    echo "$MEM" >"$MEMCG/memory.limit_in_bytes"
+fi
 if [ -n "$FAST_LOOP" ]; then
     FAST_DEV=$(basename "$FAST_LOOP")
 else
