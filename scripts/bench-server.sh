@@ -20,9 +20,10 @@
 #   scale  throughput as shards are added: for each count in SHARDS (default "1 2 4"), that
 #          many tierkv-servers (flush durability) behind as many nutcracker processes (one
 #          proxy is one thread; each knows every shard; PROXIES sets their number instead),
-#          driven by one redis-benchmark per proxy, all at once; the figure is all their
-#          requests over the time until the last one finished. One shard without the proxy
-#          first.
+#          driven by one redis-benchmark per proxy (CLIENTS clients each, default 50), all
+#          at once; the figure is all their requests over the time until the last one
+#          finished. One shard without the proxy first (with PROXIES set, by as many
+#          benchmarks).
 #
 # Environment: BENCH_DIR (default /tmp/tierkv-bench-server), PORT_BASE (default 7700),
 # REQUESTS (SETs/GETs per pipelined run, default 400000; unpipelined runs do a quarter),
@@ -277,18 +278,19 @@ run_proxy() {
     stop_all
 }
 
-# bench_all TEST PIPE N PORT...: one redis-benchmark per port, all at once (50 clients each);
+# bench_all TEST PIPE N PORT...: one redis-benchmark per port, all at once (CLIENTS each);
 # prints the requests of all of them over the time until the last finished, and the highest
 # p99 (not a sum of rps: a benchmark that ends early would count its rate over less time).
 bench_all() {
-    local test=$1 pipe=$2 n=$3 port files=() clients=() start
+    local test=$1 pipe=$2 n=$3 port files=() clients=() start k=0
     shift 3
     start=$(date +%s.%N)
     for port in "$@"; do
-        redis-benchmark -p "$port" -c 50 -P "$pipe" -n "$n" -r 1000000 -t "$test" --csv \
-            2>/dev/null | csv_rps_p99 >"$dir/scale-$port.out" &
+        k=$((k + 1))
+        redis-benchmark -p "$port" -c "${CLIENTS:-50}" -P "$pipe" -n "$n" -r 1000000 -t "$test" \
+            --csv 2>/dev/null | csv_rps_p99 >"$dir/scale-$k.out" &
         clients+=($!)
-        files+=("$dir/scale-$port.out")
+        files+=("$dir/scale-$k.out")
     done
     wait "${clients[@]}"
     cat "${files[@]}" | awk -v n="$n" -v start="$start" -v end="$(date +%s.%N)" \
@@ -299,14 +301,18 @@ run_scale() {
     command -v nutcracker >/dev/null || { row "(scale: nutcracker missing; skipped)"; return; }
     local counts="${SHARDS:-1 2 4}" n i
     row ""
-    row "Shards behind nutcracker, one proxy and one redis-benchmark (50 clients, -P 16) per shard, flush durability ($(date -u +%F))"
+    row "Shards behind nutcracker, one redis-benchmark (${CLIENTS:-50} clients, -P 16) per proxy, flush durability ($(date -u +%F))"
     row ""
     row "| shards | SET rps | p99 ms | GET rps | p99 ms |"
     row "|---|---|---|---|---|"
+    # NB: with PROXIES set, the direct run has as many benchmark processes (and clients) as
+    # each proxied run, so that only the proxies differ.
+    local direct=()
+    for ((i = 1; i <= ${PROXIES:-1}; i++)); do direct+=($((base + 1))); done
     tierkv $((base + 1)) scale-direct --durability flush
-    read -r rs ps < <(bench_all set 16 "$requests" $((base + 1)))
-    read -r rg pg < <(bench_all get 16 "$requests" $((base + 1)))
-    row "| 1, direct (no proxy) | $rs | $ps | $rg | $pg |"
+    read -r rs ps < <(bench_all set 16 "$requests" "${direct[@]}")
+    read -r rg pg < <(bench_all get 16 "$requests" "${direct[@]}")
+    row "| 1, direct (no proxy; ${#direct[@]} benchmarks) | $rs | $ps | $rg | $pg |"
     stop_all
     for n in $counts; do
         local proxies=() p=${PROXIES:-$n}
