@@ -333,6 +333,9 @@ pub struct Profile {
     /// The fewest operations of a group inserted in parallel (`cmwops=N`; tierkv's
     /// `wal.concurrent_memtable_min_ops`), if named.
     pub concurrent_memtable_min_ops: Option<usize>,
+    /// The memtables' key filter (`mkf=0` off, `mkf=1` on; tierkv's `memtable.key_filter`),
+    /// if named.
+    pub memtable_key_filter: Option<bool>,
     /// When split values reach the value log (`sep=write`, `sep=flush`; tierkv's
     /// `vlog_separation`), if named.
     pub separation: Option<tierkv::ValueSeparation>,
@@ -424,6 +427,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         (false, false, false, false, false);
     let mut concurrent_memtable_writes = None;
     let mut concurrent_memtable_min_ops = None;
+    let mut memtable_key_filter = None;
     let mut separation = None;
     let (mut msc_policy, mut capacity_levels, mut admission) = (None, None, None);
     let mut demote_into_bottom = None;
@@ -460,6 +464,12 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
             Some(("cmw", value)) => {
                 set_once(&mut concurrent_memtable_writes, "cmw", profile, || {
                     parse_switch("cmw", value, "0 (off) or 1 (on)")
+                })?;
+                continue;
+            }
+            Some(("mkf", value)) => {
+                set_once(&mut memtable_key_filter, "mkf", profile, || {
+                    parse_switch("mkf", value, "0 (off) or 1 (on)")
                 })?;
                 continue;
             }
@@ -594,6 +604,7 @@ pub fn parse_profile(profile: &str) -> Result<Profile> {
         direct_tiers: direct_tiers.unwrap_or(0),
         concurrent_memtable_writes,
         concurrent_memtable_min_ops,
+        memtable_key_filter,
         separation,
     })
 }
@@ -658,8 +669,9 @@ pub fn open(spec: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
             }
             if profile.concurrent_memtable_writes.is_some()
                 || profile.concurrent_memtable_min_ops.is_some()
+                || profile.memtable_key_filter.is_some()
             {
-                bail!("engine {spec:?}: cmw and cmwops are tierkv profiles");
+                bail!("engine {spec:?}: cmw, cmwops and mkf are tierkv profiles");
             }
             if profile.wal.is_some() {
                 bail!(
@@ -857,6 +869,9 @@ mod tierkv_engine {
             }
             if let Some(ops) = profile.concurrent_memtable_min_ops {
                 b = b.wal_concurrent_memtable_min_ops(ops);
+            }
+            if let Some(on) = profile.memtable_key_filter {
+                b = b.memtable_key_filter(on);
             }
             if let Some(separation) = profile.separation {
                 b = b.vlog_separation(separation);
@@ -1369,6 +1384,7 @@ mod tests {
                 direct_tiers: 0,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
+                memtable_key_filter: None,
                 separation: None,
                 split: false,
                 splitkv: false,
@@ -1442,6 +1458,7 @@ mod tests {
                 direct_tiers: 0,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
+                memtable_key_filter: None,
                 separation: None,
                 split: false,
                 splitkv: false,
@@ -1466,6 +1483,7 @@ mod tests {
                 direct_tiers: 0,
                 concurrent_memtable_writes: None,
                 concurrent_memtable_min_ops: None,
+                memtable_key_filter: None,
                 separation: None,
                 split: false,
                 splitkv: false,
@@ -1483,6 +1501,7 @@ mod tests {
         assert!(parse_profile("cmw=2").is_err());
         assert!(parse_profile("cmw=0+cmw=1").is_err());
         assert_eq!(p("cmwops=1").concurrent_memtable_min_ops, Some(1));
+        assert_eq!(p("prismdb+mkf=0").memtable_key_filter, Some(false));
         assert!(parse_profile("cmwops=x").is_err());
         assert_eq!(
             p("splitkv+sep=flush").separation,

@@ -52,7 +52,8 @@ struct Args {
     /// (auto+bwl=0.3+rep=0); `bps=N` sets either engine's bytes_per_sync (rocksdb:lad2+bps=0).
     /// `cmw=0|1` turns tierkv's parallel memtable insertion of a write group off or on
     /// (tierkv:cmw=0); `cmwops=N` sets the fewest operations of a group it inserts in
-    /// parallel (tierkv:cmwops=1).
+    /// parallel (tierkv:cmwops=1); `mkf=0|1` turns the memtables' key filter off or on
+    /// (tierkv:prismdb+mkf=0).
     /// `split` is tierkv's SplitKV preset (tierkv:split), `sep=write|flush` when its large
     /// values reach the value log (vlog_separation; tierkv:splitkv+sep=flush); `blob` is
     /// RocksDB's BlobDB with blob

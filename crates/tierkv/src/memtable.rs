@@ -9,12 +9,16 @@
 //! be dropped once the memtable is flushed.
 
 mod arena;
+mod filter;
 mod skiplist;
+
+pub use filter::KeyHash;
 
 use crate::batch::{BatchOp, WriteBatch};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
+use filter::KeyFilter;
 use skiplist::{Entry, KeyOrder, SkipList};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,6 +50,8 @@ pub enum Lookup {
 /// A sorted in-memory table.
 pub struct MemTable {
     list: SkipList<InternalOrder>,
+    /// The user keys inserted, when the options ask for it (`memtable.key_filter`).
+    filter: Option<KeyFilter>,
     bytes: AtomicUsize,
     /// Number of the WAL file that logs this memtable's writes.
     wal_number: u64,
@@ -57,10 +63,18 @@ pub struct MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable whose writes go to WAL file `wal_number`.
+    /// An empty memtable whose writes go to WAL file `wal_number`, with no key filter.
+    #[cfg(test)]
     pub fn new(wal_number: u64) -> Self {
+        Self::with_key_filter(wal_number, 0)
+    }
+
+    /// An empty memtable whose writes go to WAL file `wal_number`, with a key filter of
+    /// `filter_bytes` (none at 0; see `MemtableOptions::key_filter_bytes`).
+    pub fn with_key_filter(wal_number: u64, filter_bytes: usize) -> Self {
         MemTable {
             list: SkipList::new(),
+            filter: (filter_bytes > 0).then(|| KeyFilter::new(filter_bytes)),
             bytes: AtomicUsize::new(0),
             wal_number,
             pending_writes: AtomicUsize::new(0),
@@ -70,6 +84,10 @@ impl MemTable {
 
     /// Inserts one entry.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        // NB: before the entry is in the list, so a reader that can see it sees its bits.
+        if let Some(f) = &self.filter {
+            f.insert(KeyHash::of(user_key));
+        }
         let trailer = key::pack_trailer(seq, kind).to_le_bytes();
         self.list.insert(&[user_key, &trailer], value);
         let charge = user_key.len() + trailer.len() + value.len() + ENTRY_OVERHEAD;
@@ -91,7 +109,17 @@ impl MemTable {
     }
 
     /// The newest entry for `user_key` with a sequence `<= seq`.
+    #[cfg(test)]
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
+        self.get_hashed(user_key, KeyHash::of(user_key), seq)
+    }
+
+    /// The newest entry for `user_key` with a sequence `<= seq`; `hash` is the key's, computed
+    /// by the caller once for every memtable a read consults.
+    pub fn get_hashed(&self, user_key: &[u8], hash: KeyHash, seq: SeqNo) -> Lookup {
+        if !self.may_hold(hash) {
+            return Lookup::Absent;
+        }
         let lookup = lookup_key(user_key, seq);
         let Some(entry) = self.list.seek(&lookup) else {
             return Lookup::Absent;
@@ -107,10 +135,18 @@ impl MemTable {
 
     /// The sequence number of the newest entry for `user_key`, visible or not.
     pub fn latest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        if !self.may_hold(KeyHash::of(user_key)) {
+            return None;
+        }
         let lookup = lookup_key(user_key, key::MAX_SEQNO);
         let entry = self.list.seek(&lookup)?;
         let p = key::parse_internal_key(entry.key())?;
         (p.user_key == user_key).then_some(p.seq)
+    }
+
+    /// False only if no entry for the key of `hash` was inserted.
+    fn may_hold(&self, hash: KeyHash) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(hash))
     }
 
     /// Counts a write admitted to this memtable but not yet applied and visible.
@@ -248,6 +284,68 @@ mod tests {
         assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"ka", 9), Lookup::Absent);
+    }
+
+    #[test]
+    fn the_key_filter_changes_no_answer() {
+        let plain = MemTable::new(1);
+        let filtered = MemTable::with_key_filter(1, 256);
+        for m in [&plain, &filtered] {
+            for i in 0..200u64 {
+                let kind = if i % 7 == 0 {
+                    ValueKind::Deletion
+                } else {
+                    ValueKind::Value
+                };
+                m.add(
+                    i + 1,
+                    kind,
+                    format!("k{}", i % 150).as_bytes(),
+                    &i.to_le_bytes(),
+                );
+            }
+        }
+        for i in 0..400u64 {
+            let key = format!("k{i}");
+            for seq in [0, 50, 120, 500] {
+                assert_eq!(
+                    plain.get(key.as_bytes(), seq),
+                    filtered.get(key.as_bytes(), seq),
+                    "{key} at {seq}"
+                );
+            }
+            assert_eq!(
+                plain.latest_seq(key.as_bytes()),
+                filtered.latest_seq(key.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn a_published_write_is_found_through_the_filter_by_a_concurrent_reader() {
+        use std::sync::atomic::AtomicU64;
+        let m = Arc::new(MemTable::with_key_filter(1, 1 << 12));
+        let published = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (m, published) = (Arc::clone(&m), Arc::clone(&published));
+            std::thread::spawn(move || {
+                for seq in 1..=20_000u64 {
+                    m.add(seq, ValueKind::Value, &seq.to_be_bytes(), b"v");
+                    // As the write path does: visible once its sequence is published.
+                    published.store(seq, Ordering::Release);
+                }
+            })
+        };
+        let mut checked = 0;
+        while checked < 20_000 {
+            let seq = published.load(Ordering::Acquire);
+            for s in (checked + 1)..=seq {
+                let found = m.get(&s.to_be_bytes(), seq);
+                assert_eq!(found, Lookup::Value(b"v".to_vec()), "write {s} at {seq}");
+            }
+            checked = checked.max(seq);
+        }
+        writer.join().unwrap();
     }
 
     #[test]

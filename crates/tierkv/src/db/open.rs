@@ -119,7 +119,10 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     } else {
         versions.log_number()
     };
-    let mem = Arc::new(MemTable::new(number));
+    let mem = Arc::new(MemTable::with_key_filter(
+        number,
+        opts.memtable.key_filter_bytes(),
+    ));
     let wal = wal::open(&opts, &tiers, number, versions.last_sequence(), &replayed)?;
 
     let block_cache = (opts.cache.block_cache_bytes > 0)
@@ -332,7 +335,10 @@ fn replay_wals(
     };
     let mut memtables = MemtableSink {
         ctx,
-        mem: Arc::new(MemTable::new(0)),
+        mem: Arc::new(MemTable::with_key_filter(
+            0,
+            ctx.opts.memtable.key_filter_bytes(),
+        )),
         max_seq: ctx.versions.last_sequence(),
         sink,
         lost_values: false,
@@ -373,7 +379,9 @@ impl ReplaySink for MemtableSink<'_, '_> {
         self.max_seq = self.max_seq.max(next.saturating_sub(1));
         if self.mem.approximate_bytes() >= self.ctx.opts.memtable.write_buffer_size {
             self.ctx.versions.set_last_sequence(self.max_seq);
-            (self.sink)(std::mem::replace(&mut self.mem, Arc::new(MemTable::new(0))))?;
+            let filter = self.ctx.opts.memtable.key_filter_bytes();
+            let next = Arc::new(MemTable::with_key_filter(0, filter));
+            (self.sink)(std::mem::replace(&mut self.mem, next))?;
         }
         Ok(())
     }

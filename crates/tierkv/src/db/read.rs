@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::hot::iter::HotIter;
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, SeqNo, ValueKind};
-use crate::memtable::{Lookup, MemTable};
+use crate::memtable::{KeyHash, Lookup, MemTable};
 use crate::options::ReadOptions;
 use crate::sst::ReadTrace;
 use crate::stats::Counters;
@@ -126,8 +126,9 @@ impl DbInner {
         user_key: &[u8],
         counted: bool,
     ) -> Option<Option<Vec<u8>>> {
+        let hash = KeyHash::of(user_key);
         for mem in &view.mems {
-            let answer = match mem.get(user_key, view.seq) {
+            let answer = match mem.get_hashed(user_key, hash, view.seq) {
                 Lookup::Value(v) => Some(v),
                 Lookup::Deleted => None,
                 Lookup::Absent => continue,

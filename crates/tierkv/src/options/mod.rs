@@ -549,6 +549,7 @@ options_by_name! {
     read_only: bool => @ read_only;
     write_buffer_size: usize => @ memtable.write_buffer_size;
     max_immutable_memtables: usize => @ memtable.max_immutable_memtables;
+    memtable_key_filter: bool => @ memtable.key_filter;
     num_levels: usize => @ compaction.num_levels;
     l0_compaction_trigger: usize => @ compaction.l0_compaction_trigger;
     l0_slowdown_trigger: usize => @ compaction.l0_slowdown_trigger;

@@ -42,7 +42,7 @@ mod testutil;
 pub use block::Block;
 pub use builder::TableBuilder;
 pub use cache::BlockCache;
-pub use filter::BloomFilter;
+pub use filter::{hash64, BloomFilter};
 pub use format::{check_block, decompress, BlockHandle, Compression, Footer, BLOCK_TRAILER_LEN};
 pub use props::TableProperties;
 pub use table::{Entry, Probe, ReadTrace, Table, TableIter};
