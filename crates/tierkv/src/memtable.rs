@@ -326,10 +326,11 @@ mod tests {
         use std::sync::atomic::AtomicU64;
         let m = Arc::new(MemTable::with_key_filter(1, 1 << 12));
         let published = Arc::new(AtomicU64::new(0));
+        let writes: u64 = if cfg!(miri) { 200 } else { 20_000 };
         let writer = {
             let (m, published) = (Arc::clone(&m), Arc::clone(&published));
             std::thread::spawn(move || {
-                for seq in 1..=20_000u64 {
+                for seq in 1..=writes {
                     m.add(seq, ValueKind::Value, &seq.to_be_bytes(), b"v");
                     // As the write path does: visible once its sequence is published.
                     published.store(seq, Ordering::Release);
@@ -337,7 +338,7 @@ mod tests {
             })
         };
         let mut checked = 0;
-        while checked < 20_000 {
+        while checked < writes {
             let seq = published.load(Ordering::Acquire);
             for s in (checked + 1)..=seq {
                 let found = m.get(&s.to_be_bytes(), seq);

@@ -79,10 +79,11 @@ mod tests {
     #[test]
     fn every_inserted_key_may_be_contained() {
         let f = KeyFilter::new(4096);
-        for i in 0..3000u32 {
+        let keys = if cfg!(miri) { 300 } else { 3000u32 };
+        for i in 0..keys {
             f.insert(KeyHash::of(&i.to_be_bytes()));
         }
-        for i in 0..3000u32 {
+        for i in 0..keys {
             assert!(f.may_contain(KeyHash::of(&i.to_be_bytes())), "key {i}");
         }
     }
@@ -97,11 +98,15 @@ mod tests {
         for i in 0..keys as u64 {
             f.insert(KeyHash::of(format!("user{i:012}").as_bytes()));
         }
-        let probes = 100_000u64;
+        // NB: fewer probes under Miri, which runs this module's tests hundreds of times slower.
+        let probes: u64 = if cfg!(miri) { 2_000 } else { 100_000 };
         let hits = (0..probes)
             .filter(|i| f.may_contain(KeyHash::of(format!("other{i:012}").as_bytes())))
-            .count();
-        assert!(hits < 300, "{hits} false positives in {probes}");
+            .count() as u64;
+        assert!(
+            hits * 1000 < 3 * probes,
+            "{hits} false positives in {probes}"
+        );
         // At 9 bits a key (empty values, the smallest entries charged) it still filters most.
         let dense = KeyFilter::new(keys * 9 / 8);
         for i in 0..keys as u64 {
@@ -109,8 +114,8 @@ mod tests {
         }
         let hits = (0..probes)
             .filter(|i| dense.may_contain(KeyHash::of(format!("other{i:012}").as_bytes())))
-            .count();
-        assert!(hits < 5_000, "{hits} false positives in {probes}");
+            .count() as u64;
+        assert!(hits * 20 < probes, "{hits} false positives in {probes}");
     }
 
     #[test]
