@@ -248,24 +248,29 @@ run_big() {
     row "cgroup peak memory: $(($(cat "$cg/$cg_peak") >> 20)) MiB of $mem_limit"
 }
 
+# proxy NAME PORT STATS_PORT SHARDS: a nutcracker on PORT in front of the SHARDS tierkv-servers
+# on base+1.. (ketama over fnv1a_64, as scripts/cluster.sh).
+proxy() {
+    local name=$1 port=$2 stats=$3 shards=$4 i
+    {
+        printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' "$port"
+        printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n'
+        # NB: as scripts/cluster.sh: one connection per shard (per-client order), opened
+        # before the first request so that connecting is not measured.
+        printf '  server_connections: 1\n  preconnect: true\n  servers:\n'
+        for ((i = 1; i <= shards; i++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + i)) "$i"; done
+    } >"$dir/$name.yml"
+    nutcracker -c "$dir/$name.yml" -a 127.0.0.1 -s "$stats" -o "$dir/$name.log" &
+    pids+=($!)
+}
+
 run_proxy() {
     command -v nutcracker >/dev/null || { row "(proxy: nutcracker missing; skipped)"; return; }
     header "nutcracker: one shard directly vs through the proxy (flush durability), 50 clients" "direct"
     tierkv $((base + 1)) shard1 --durability flush
     tierkv $((base + 2)) shard2 --durability flush
-    local conf="$dir/nutcracker"
-    for n in 1 2; do
-        {
-            printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' $((base + 10 * n))
-            printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n'
-            # NB: as scripts/cluster.sh: one connection per shard (per-client order), opened
-            # before the first request so that connecting is not measured.
-            printf '  server_connections: 1\n  preconnect: true\n  servers:\n'
-            for ((i = 1; i <= n; i++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + i)) "$i"; done
-        } >"$conf$n.yml"
-        nutcracker -c "$conf$n.yml" -a 127.0.0.1 -s $((base + 10 * n + 5)) -o "$dir/nutcracker$n.log" &
-        pids+=($!)
-    done
+    local n
+    for n in 1 2; do proxy "nutcracker$n" $((base + 10 * n)) $((base + 10 * n + 5)) "$n"; done
     wait_port $((base + 10)) && wait_port $((base + 20))
     for test in set get; do
         for pipe in 16 1; do
@@ -318,17 +323,8 @@ run_scale() {
         local proxies=() p=${PROXIES:-$n}
         for ((i = 1; i <= n; i++)); do tierkv $((base + i)) "scale$i" --durability flush; done
         for ((i = 1; i <= p; i++)); do
-            local port=$((base + 100 + i))
-            {
-                printf 'tierkv:\n  listen: 127.0.0.1:%s\n  hash: fnv1a_64\n  distribution: ketama\n' "$port"
-                printf '  redis: true\n  auto_eject_hosts: false\n  timeout: 5000\n'
-                printf '  server_connections: 1\n  preconnect: true\n  servers:\n'
-                local s
-                for ((s = 1; s <= n; s++)); do printf '   - 127.0.0.1:%s:1 shard%s\n' $((base + s)) "$s"; done
-            } >"$dir/scale-proxy$i.yml"
-            nutcracker -c "$dir/scale-proxy$i.yml" -a 127.0.0.1 -s $((base + 200 + i)) -o "$dir/scale-proxy$i.log" &
-            pids+=($!)
-            proxies+=("$port")
+            proxy "scale-proxy$i" $((base + 100 + i)) $((base + 200 + i)) "$n"
+            proxies+=($((base + 100 + i)))
         done
         for port in "${proxies[@]}"; do wait_port "$port"; done
         read -r rs ps < <(bench_all set 16 "$requests" "${proxies[@]}")

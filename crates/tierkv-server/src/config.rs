@@ -332,21 +332,22 @@ impl Args {
     }
 
     fn engine_options(&self, mut table: toml::Table) -> Result<Options, ConfigError> {
+        let engine_error = |e: tierkv::Error| match &self.config {
+            Some(path) => ConfigError::File {
+                path: path.clone(),
+                what: e.to_string(),
+            },
+            None => ConfigError::Engine(e),
+        };
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        server_engine_defaults(&mut table, cores);
+        server_engine_defaults(&mut table, cores).map_err(engine_error)?;
         if !self.tiers.is_empty() {
             table.insert("tier".into(), tiers_value(&self.tiers));
         } else if !table.contains_key("tier") {
             table.insert("tier".into(), tiers_value(&default_tiers()));
         }
         let text = toml::to_string(&table).map_err(|e| setting("config", e.to_string()))?;
-        let mut opts = Options::from_toml_str(&text).map_err(|e| match &self.config {
-            Some(path) => ConfigError::File {
-                path: path.clone(),
-                what: e.to_string(),
-            },
-            None => ConfigError::Engine(e),
-        })?;
+        let mut opts = Options::from_toml_str(&text).map_err(engine_error)?;
         self.apply_tuning(&mut opts)?;
         opts.validate().map_err(ConfigError::Engine)?;
         Ok(opts)
@@ -449,7 +450,8 @@ fn tiers_value(tiers: &[TierConfig]) -> toml::Value {
 /// cores, 2 to 8). On 16 cores synced, pipelined SETs ran 2.6x faster so; on 2 cores, with no
 /// idle core for a second inserter, the option measured 0.88x, so it stays off there
 /// (BENCHMARKS.md, "tierkv-server on 16 cores").
-fn server_engine_defaults(table: &mut toml::Table, cores: usize) {
+fn server_engine_defaults(table: &mut toml::Table, cores: usize) -> tierkv::Result<()> {
+    Options::normalize_toml(table)?;
     let parallel = cores >= 4;
     let defaults = [
         (
@@ -464,15 +466,6 @@ fn server_engine_defaults(table: &mut toml::Table, cores: usize) {
         ),
     ];
     for (group, field, value) in defaults {
-        if table.contains_key(&format!("{group}_{field}")) {
-            continue;
-        }
-        // NB: `wal = "group"` is the flat spelling of `[wal] mode`; it becomes the table's
-        // `mode`, as the engine's own reader would move it.
-        if let Some(toml::Value::String(mode)) = table.get(group) {
-            let mode = toml::Table::from_iter([("mode".to_string(), mode.clone().into())]);
-            table.insert(group.into(), toml::Value::Table(mode));
-        }
         let section = table
             .entry(group)
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -480,6 +473,7 @@ fn server_engine_defaults(table: &mut toml::Table, cores: usize) {
             section.entry(field).or_insert(value);
         }
     }
+    Ok(())
 }
 
 fn default_tiers() -> Vec<TierConfig> {
@@ -604,7 +598,7 @@ mod tests {
     fn server_defaults_parallel_inserts_unless_the_file_says_otherwise() {
         let parse = |text: &str, cores| {
             let mut table: toml::Table = toml::from_str(text).unwrap();
-            server_engine_defaults(&mut table, cores);
+            server_engine_defaults(&mut table, cores).unwrap();
             table.insert("tier".into(), tiers_value(&default_tiers()));
             Options::from_toml_str(&toml::to_string(&table).unwrap()).unwrap()
         };

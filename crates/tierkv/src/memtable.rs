@@ -18,6 +18,7 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::options::MemtableOptions;
 use filter::KeyFilter;
 use skiplist::{Entry, KeyOrder, SkipList};
 use smallvec::SmallVec;
@@ -69,8 +70,14 @@ impl MemTable {
         Self::with_key_filter(wal_number, 0)
     }
 
+    /// An empty memtable whose writes go to WAL file `wal_number`, with the key filter `opts`
+    /// ask for.
+    pub fn for_options(wal_number: u64, opts: &MemtableOptions) -> Self {
+        Self::with_key_filter(wal_number, opts.key_filter_bytes())
+    }
+
     /// An empty memtable whose writes go to WAL file `wal_number`, with a key filter of
-    /// `filter_bytes` (none at 0; see `MemtableOptions::key_filter_bytes`).
+    /// `filter_bytes` (none at 0).
     pub fn with_key_filter(wal_number: u64, filter_bytes: usize) -> Self {
         MemTable {
             list: SkipList::new(),

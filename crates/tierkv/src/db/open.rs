@@ -119,10 +119,7 @@ pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     } else {
         versions.log_number()
     };
-    let mem = Arc::new(MemTable::with_key_filter(
-        number,
-        opts.memtable.key_filter_bytes(),
-    ));
+    let mem = Arc::new(MemTable::for_options(number, &opts.memtable));
     let wal = wal::open(&opts, &tiers, number, versions.last_sequence(), &replayed)?;
 
     let block_cache = (opts.cache.block_cache_bytes > 0)
@@ -335,10 +332,7 @@ fn replay_wals(
     };
     let mut memtables = MemtableSink {
         ctx,
-        mem: Arc::new(MemTable::with_key_filter(
-            0,
-            ctx.opts.memtable.key_filter_bytes(),
-        )),
+        mem: Arc::new(MemTable::for_options(0, &ctx.opts.memtable)),
         max_seq: ctx.versions.last_sequence(),
         sink,
         lost_values: false,
@@ -379,8 +373,7 @@ impl ReplaySink for MemtableSink<'_, '_> {
         self.max_seq = self.max_seq.max(next.saturating_sub(1));
         if self.mem.approximate_bytes() >= self.ctx.opts.memtable.write_buffer_size {
             self.ctx.versions.set_last_sequence(self.max_seq);
-            let filter = self.ctx.opts.memtable.key_filter_bytes();
-            let next = Arc::new(MemTable::with_key_filter(0, filter));
+            let next = Arc::new(MemTable::for_options(0, &self.ctx.opts.memtable));
             (self.sink)(std::mem::replace(&mut self.mem, next))?;
         }
         Ok(())

@@ -210,9 +210,9 @@ impl DbInner {
 
     /// Seals the active memtable and its log, starting a new pair.
     fn switch_memtable(&self, room: &mut dyn LogRoom) -> Result<()> {
-        let mem = Arc::new(MemTable::with_key_filter(
+        let mem = Arc::new(MemTable::for_options(
             self.versions.new_file_number(),
-            self.opts.memtable.key_filter_bytes(),
+            &self.opts.memtable,
         ));
         // SPLIT VALUES: the sealed memtable's writes appended their value-log records before
         // they were numbered; its tables will outlive its WAL, so the records are durable

@@ -385,8 +385,8 @@ impl Options {
     /// With the parallel WAL the reserve covers its whole area instead.
     pub fn wal_reserve(&self) -> u64 {
         self.wal.fast_tier_reserve.unwrap_or_else(|| {
-            // Saturating: callers compare the reserve with a capacity before any option has
-            // been range-checked.
+            // Saturating: options built field by field reach here before `validate` has
+            // range-checked them.
             let wals = (self.memtable.max_immutable_memtables as u64).saturating_add(2);
             let per_wal = (self.memtable.write_buffer_size as u64)
                 .saturating_add(self.wal_preallocation_step());
@@ -492,6 +492,15 @@ impl Options {
             .map_err(|_| Error::invalid(format!("config file {} is not UTF-8", path.display())))?;
         Self::from_toml_str(&text)
             .map_err(|e| Error::invalid(format!("config file {}: {e}", path.display())))
+    }
+
+    /// Moves the flat option names of earlier files (`write_buffer_size = ...`,
+    /// `wal = "parallel"`) in a parsed TOML table into their groups' tables, as
+    /// [`Options::from_toml_str`] does before reading them: afterwards every group option is
+    /// at `table[group][field]`, for a program that adds its own defaults to a file's table.
+    /// Giving an option both ways is an error naming it.
+    pub fn normalize_toml(table: &mut toml::Table) -> Result<()> {
+        toml_file::move_flat_keys(table)
     }
 
     /// Parses options from TOML text: the top-level fields of [`Options`], one table per

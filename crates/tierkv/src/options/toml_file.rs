@@ -20,7 +20,7 @@ pub(super) fn parse(text: &str) -> Result<Options> {
 }
 
 /// Moves each flat key of an earlier configuration file into its group's table.
-fn move_flat_keys(table: &mut toml::Table) -> Result<()> {
+pub(super) fn move_flat_keys(table: &mut toml::Table) -> Result<()> {
     for &(flat, group, field) in OPTION_NAMES {
         if group.is_empty() {
             continue;
