@@ -98,6 +98,7 @@ fn persistence(s: &Shared) -> Lines {
         kv("wal_io_path", &st.wal_io_path),
         kv("last_sequence", st.last_sequence),
         kv("memtable_bytes", st.memtable_bytes),
+        kv("memtables_memory_bytes", st.memtables_memory),
         kv("immutable_memtables", st.immutable_memtables),
         kv("flushes", st.flushes),
         kv("compactions", st.compactions),
@@ -167,6 +168,7 @@ fn stats(s: &Shared) -> Lines {
         kv("engine_writes", st.writes),
         kv("engine_write_groups", st.write_groups),
         kv("engine_synced_groups", st.synced_groups),
+        kv("engine_parallel_insert_groups", st.parallel_insert_groups),
         kv(
             "engine_average_group_size",
             format!("{:.2}", st.average_group_size()),

@@ -178,9 +178,15 @@ impl MemTable {
         self.sealed.store(true, Ordering::Release);
     }
 
-    /// Approximate bytes used.
+    /// Approximate bytes of the entries inserted (what a flush writes, about).
     pub fn approximate_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Approximate memory held: the entries' charge and the key filter, allocated whole when
+    /// the memtable is made. What `write_buffer_size` bounds.
+    pub fn memory_bytes(&self) -> usize {
+        self.approximate_bytes() + self.filter.as_ref().map_or(0, KeyFilter::bytes)
     }
 
     /// True if nothing was inserted.
@@ -291,6 +297,32 @@ mod tests {
         assert_eq!(m.get(b"k", 9), Lookup::Value(b"v5".to_vec()));
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"ka", 9), Lookup::Absent);
+    }
+
+    #[test]
+    fn the_memory_a_memtable_holds_counts_its_key_filter_from_the_start() {
+        let opts = MemtableOptions {
+            write_buffer_size: 64 << 10,
+            ..MemtableOptions::default()
+        };
+        let filtered = MemTable::for_options(1, &opts);
+        let plain = MemTable::for_options(
+            1,
+            &MemtableOptions {
+                key_filter: false,
+                ..opts.clone()
+            },
+        );
+        assert_eq!(filtered.memory_bytes(), 1 << 10);
+        assert_eq!(plain.memory_bytes(), 0);
+        for m in [&filtered, &plain] {
+            m.add(1, ValueKind::Value, b"k", b"v");
+        }
+        assert_eq!(filtered.approximate_bytes(), plain.approximate_bytes());
+        assert_eq!(
+            filtered.memory_bytes(),
+            plain.memory_bytes() + opts.key_filter_bytes()
+        );
     }
 
     #[test]

@@ -196,6 +196,8 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Bytes in the active memtable.
     pub memtable_bytes: u64,
+    /// Memory the active and immutable memtables hold, their key filters included.
+    pub memtables_memory: u64,
     /// Last sequence number visible.
     pub last_sequence: u64,
     /// Live snapshots.
@@ -583,9 +585,10 @@ impl fmt::Display for Stats {
         )?;
         write!(
             f,
-            "memtable: {} active, {} immutable; last sequence {}; {} snapshots",
+            "memtable: {} active, {} immutable, {} of memory in all; last sequence {}; {} snapshots",
             human_bytes(self.memtable_bytes),
             self.immutable_memtables,
+            human_bytes(self.memtables_memory),
             self.last_sequence,
             self.snapshots
         )?;

@@ -674,6 +674,10 @@ impl DbInner {
             block_cache: cache,
             immutable_memtables: state.imm.len(),
             memtable_bytes: state.mem.approximate_bytes() as u64,
+            memtables_memory: std::iter::once(&state.mem)
+                .chain(&state.imm)
+                .map(|m| m.memory_bytes() as u64)
+                .sum(),
             last_sequence: self.versions.last_sequence(),
             snapshots: self.snapshots.len(),
             wal_io_path: self.wal.io_path().to_string(),

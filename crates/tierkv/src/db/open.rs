@@ -371,7 +371,7 @@ impl ReplaySink for MemtableSink<'_, '_> {
         }
         let next = self.mem.insert_batch(seq, batch);
         self.max_seq = self.max_seq.max(next.saturating_sub(1));
-        if self.mem.approximate_bytes() >= self.ctx.opts.memtable.write_buffer_size {
+        if self.mem.memory_bytes() >= self.ctx.opts.memtable.write_buffer_size {
             self.ctx.versions.set_last_sequence(self.max_seq);
             let next = Arc::new(MemTable::for_options(0, &self.ctx.opts.memtable));
             (self.sink)(std::mem::replace(&mut self.mem, next))?;

@@ -152,7 +152,7 @@ impl DbInner {
             let l0 = self.versions.current().levels[0].len();
             // SPLIT VALUES: a memtable of pointers is also full once its writes filled a
             // value-log file, so the garbage they make is counted (`wants_memtable_switch`).
-            let mem_full = state.mem.approximate_bytes() >= self.opts.memtable.write_buffer_size
+            let mem_full = state.mem.memory_bytes() >= self.opts.memtable.write_buffer_size
                 || !state.mem.is_empty()
                     && self
                         .vlog

@@ -66,8 +66,7 @@ impl KeyFilter {
     }
 
     /// Bytes held.
-    #[cfg(test)]
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.words.len() * 8
     }
 }

@@ -17,15 +17,16 @@ use serde::Deserialize;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemtableOptions {
-    /// Bytes a memtable holds before it is switched to immutable. Default 64 MiB. Range 64 KiB..=4 GiB.
+    /// Bytes a memtable holds before it is switched to immutable, its key filter included.
+    /// Default 64 MiB. Range 64 KiB..=4 GiB.
     #[serde(deserialize_with = "de_size_usize")]
     pub write_buffer_size: usize,
     /// Immutable memtables waiting for flush before writes stall. Default 2. Range 1..=16.
     pub max_immutable_memtables: usize,
     /// A bloom filter over each memtable's user keys, so a point read skips the memtables
     /// that do not hold its key (most of them, in a read-heavy workload). It takes 1/64 of
-    /// `write_buffer_size` per memtable: at least 9 bits a key, about 23 at 100-byte values
-    /// (under 0.3% false positives). Default true.
+    /// `write_buffer_size` per memtable, counted in it (the entries get the rest): at least
+    /// 9 bits a key, about 23 at 100-byte values (under 0.3% false positives). Default true.
     pub key_filter: bool,
 }
 
