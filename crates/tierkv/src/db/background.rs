@@ -317,7 +317,7 @@ fn value_gc_due(db: &DbInner, state: &super::State, version: &crate::version::Ve
         !state.imm.is_empty(),
         || vlog.space_pressed(),
     );
-    may && vlog.gc_wanted(db.oldest_value_reader(vlog)) && vlog.gc_claim()
+    may && vlog.gc_wanted(db.value_delete_bar(vlog)) && vlog.gc_claim()
 }
 
 /// The pacing of value-log collection: never with one worker (a round's rewrites may wait
@@ -477,10 +477,12 @@ fn flush_memtable(db: &DbInner, mem: &Arc<MemTable>) -> Result<()> {
         source.keep_in_flight();
         return Err(e);
     }
-    // SPLIT VALUES: the tables naming the flush's value-log records are installed.
-    drop(source);
     db.clear_pending(files.iter().map(|o| o.meta.number));
     db.state.lock().imm.pop_front();
+    // SPLIT VALUES: the tables naming the flush's value-log records are installed, and the
+    // memtable holding those values inline is gone: collection's liveness check, which looks
+    // in the memtables first, now finds the pointers.
+    drop(source);
     db.wal.release_below(db.versions.log_number());
     Counters::add(&db.counters.flushes, 1);
     // Hot tier hook: free what the flush superseded; demote if over budget.

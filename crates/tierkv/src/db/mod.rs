@@ -523,7 +523,7 @@ impl Drop for Db {
         }
         // SPLIT VALUES: value-log collection's state for the next open.
         if let Some(vlog) = &self.inner.vlog {
-            vlog.close();
+            vlog.close(self.inner.value_delete_bar(vlog));
         }
         // Hand buffered WAL bytes to the OS so a clean close keeps `Buffered` writes too.
         let _ = self.inner.wal.close();

@@ -12,15 +12,17 @@
 //!
 //! A file whose records were all handled is retired with the sequence its rewrites were
 //! published at, and deleted once no reader reads below it: no snapshot, iterator or point
-//! read started before (`ValueLog::pin_reads`). Rewrites are `Sync` writes, so a deleted
-//! file's pointers are shadowed in the recovered LSM too.
+//! read started before (`ValueLog::pin_reads`). Rewrites are `Sync` writes, and the user
+//! writes that made the other records garbage are flushed before the file goes (they may
+//! have been unsynced, and a file whose records were all garbage had no rewrite to sync
+//! them), so a deleted file's pointers are shadowed in the recovered LSM too.
 
 use super::DbInner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::options::{Durability, ReadOptions};
-use crate::vlog::{Chunk, GcState, ScannedRecord, ValueLog};
+use crate::vlog::{Chunk, DeleteBar, GcState, ScannedRecord, ValueLog};
 use crate::wal::WriteRequest;
 
 /// Most records one conditional rewrite carries: its check runs in the write path's leader,
@@ -35,10 +37,11 @@ impl DbInner {
         let result = self.collect_chunk(vlog, &mut st);
         // NB: a failed unlink leaves the file retired, tried again next round; like obsolete
         // tables, garbage left on disk must not stop writes.
-        let _ = vlog.delete_retired(&mut st, self.oldest_value_reader(vlog));
+        let bar = self.value_delete_bar(vlog);
+        let _ = vlog.delete_retired(&mut st, bar);
         // NB: a hint for the next open (`vlog::state`); a failed save only loses counts.
         if result.is_ok() {
-            let _ = vlog.save_gc_state(&st);
+            let _ = vlog.save_gc_state(&st, bar);
         }
         match result {
             Ok(_) | Err(Error::Closed(_) | Error::Stopped { .. }) => Ok(()),
@@ -58,10 +61,18 @@ impl DbInner {
         self.check_writable(&self.state.lock())?;
         let mut st = vlog.gc_state();
         while self.collect_chunk(vlog, &mut st)? {
-            vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
+            vlog.delete_retired(&mut st, self.value_delete_bar(vlog))?;
         }
-        vlog.delete_retired(&mut st, self.oldest_value_reader(vlog))?;
-        vlog.save_gc_state(&st)?;
+        if vlog.retired_files(&st) > 0 {
+            // The writes that made the collected files garbage, made durable now rather than
+            // at some later flush, so their space comes back on return.
+            drop(st);
+            self.flush_and_wait()?;
+            st = vlog.gc_state();
+        }
+        let bar = self.value_delete_bar(vlog);
+        vlog.delete_retired(&mut st, bar)?;
+        vlog.save_gc_state(&st, bar)?;
         Ok(vlog.retired_files(&st))
     }
 
@@ -69,6 +80,23 @@ impl DbInner {
     pub(super) fn oldest_value_reader(&self, vlog: &ValueLog) -> SeqNo {
         let latest = || self.versions.last_sequence();
         self.oldest_snapshot().min(vlog.oldest_pin(latest))
+    }
+
+    /// The MANIFEST log number from which every write visible now is in installed tables:
+    /// past the active memtable's log if it holds any write, else at it (the visible writes
+    /// are all in older memtables).
+    fn log_number_covering_visible(&self) -> u64 {
+        let state = self.state.lock();
+        state.mem.wal_number() + u64::from(!state.mem.is_empty())
+    }
+
+    /// What collected value-log files wait for: older readers, and the flush of the writes
+    /// that made their records garbage.
+    pub(super) fn value_delete_bar(&self, vlog: &ValueLog) -> DeleteBar {
+        DeleteBar {
+            oldest_reader: self.oldest_value_reader(vlog),
+            log_number: self.versions.log_number(),
+        }
     }
 
     /// Reads and handles one chunk; false if no file was due.
@@ -82,8 +110,11 @@ impl DbInner {
                 return Err(e);
             }
             if chunk.last {
-                // NB: read after every rewrite returned: all of them are at or below it.
-                vlog.finish_file(st, chunk.file, self.versions.last_sequence());
+                // NB: read after every rewrite returned: all of them are at or below it, and
+                // so is every write the liveness checks saw, which the memtable active after
+                // this read, or an older one, holds.
+                let after = self.versions.last_sequence();
+                vlog.finish_file(st, chunk.file, after, self.log_number_covering_visible());
             }
         }
         Ok(chunk.is_some())

@@ -35,15 +35,53 @@ struct Cursor {
     reader: Arc<dyn RandomAccessFile>,
     offset: u64,
     size: u64,
-    damaged: bool,
 }
 
-/// A collected file and the sequence its rewrites were published at: a reader at or after
-/// it sees no pointer into the file.
+/// A collected file, the sequence its rewrites were published at (a reader at or after it
+/// sees no pointer into the file) and the MANIFEST log number from which the writes that
+/// made its records garbage are in installed tables ([`crate::db`] computes it from the
+/// memtable active then).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Retired {
     file: u64,
     after: SeqNo,
+    flushed_at: u64,
+}
+
+/// What a collected file's deletion waits for, besides a newer file ([`ValueLog::delete_retired`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeleteBar {
+    /// Every reader of value pointers reads at this sequence or later.
+    pub oldest_reader: SeqNo,
+    /// The MANIFEST's log number: writes logged in lower-numbered WAL files are in installed
+    /// tables, durable whatever their own durability was.
+    pub log_number: u64,
+}
+
+impl DeleteBar {
+    /// Nothing held back: for the files a previous open retired.
+    const NONE: DeleteBar = DeleteBar {
+        oldest_reader: SeqNo::MAX,
+        log_number: u64::MAX,
+    };
+}
+
+impl Retired {
+    /// Whether its file may go: no reader can follow a pointer into it, the writes that made
+    /// its records garbage are durable (a crash that lost one would bring back a pointer
+    /// into it, after a collection that had no live record left to rewrite with a `Sync`
+    /// write), and it is not the highest-numbered file (numbers come from the highest file
+    /// at open: deleting it would hand its number out again, and stale pointers into the old
+    /// file would count against the new one).
+    fn due(&self, bar: DeleteBar, highest: u64) -> bool {
+        self.after <= bar.oldest_reader && self.durable(bar) && self.file < highest
+    }
+
+    /// Whether only readers and a newer file hold it back: the writes it waits for are
+    /// durable. Only such files are remembered as retired across a restart.
+    fn durable(&self, bar: DeleteBar) -> bool {
+        self.flushed_at <= bar.log_number
+    }
 }
 
 /// One record read back from a file being collected.
@@ -134,13 +172,14 @@ fn record_len(buf: &[u8]) -> Option<u64> {
 
 impl ValueLog {
     /// True if a round has work: a file being collected, one due, or a collected file that
-    /// no reader at or after `oldest_reader` needs.
-    pub(crate) fn gc_wanted(&self, oldest_reader: SeqNo) -> bool {
+    /// `bar` lets go.
+    pub(crate) fn gc_wanted(&self, bar: DeleteBar) -> bool {
         let Some(st) = self.gc.try_lock() else {
             return false;
         };
+        let highest = self.highest_file();
         st.cursor.is_some()
-            || st.retired.iter().any(|r| r.after <= oldest_reader)
+            || st.retired.iter().any(|r| r.due(bar, highest))
             || self.pick_file(&st).is_some()
     }
 
@@ -196,7 +235,10 @@ impl ValueLog {
     /// `budget` bytes, or one record if it is larger. `None` if no file is due.
     pub(crate) fn next_chunk(&self, st: &mut GcState, budget: u64) -> Result<Option<Chunk>> {
         if st.cursor.is_none() {
-            let resumed = st.resume.take().filter(|&(file, _)| self.files.holds(file));
+            let resumed = st
+                .resume
+                .take()
+                .filter(|&(file, _)| self.files.holds(file) && !st.kept.contains(&file));
             let Some((file, offset)) = resumed.or_else(|| self.pick_file(st).map(|f| (f, 0)))
             else {
                 return Ok(None);
@@ -207,7 +249,6 @@ impl ValueLog {
                 size: reader.size(),
                 offset: offset.min(reader.size()),
                 reader,
-                damaged: false,
             });
         }
         let cur = st.cursor.as_mut().expect("set above");
@@ -224,10 +265,16 @@ impl ValueLog {
             }
         }
         cur.offset += parsed.consumed as u64;
-        cur.damaged |= parsed.damaged;
-        // NB: bytes that never form a whole record are a torn tail: a crash during an append
-        // whose records were never synced, so no pointer names them.
         let last = parsed.consumed == 0 || cur.offset >= cur.size;
+        // A record failing its checksum, or a damaged header in front of whole records:
+        // records past it cannot be told apart, so the file is kept rather than deleted with
+        // live records in it; kept from now on, in the state a restart takes up too (a
+        // collection resumed past the damage would not see it again).
+        if parsed.damaged
+            || parsed.consumed == 0 && !is_torn_tail(cur.reader.as_ref(), cur.offset, left)?
+        {
+            st.kept.insert(cur.file);
+        }
         Ok(Some(Chunk {
             file: cur.file,
             records: parsed.records,
@@ -261,30 +308,37 @@ impl ValueLog {
     }
 
     /// Ends the collection of `file`, whose live records were rewritten and published at or
-    /// before `after`. A file with a damaged record is kept.
-    pub(crate) fn finish_file(&self, st: &mut GcState, file: u64, after: SeqNo) {
-        let damaged = st
-            .cursor
-            .take()
-            .filter(|c| c.file == file)
-            .is_some_and(|c| c.damaged);
+    /// before `after`; the writes that made the others garbage are durable once the
+    /// MANIFEST's log number reaches `flushed_at`. A file with a damaged record is kept.
+    pub(crate) fn finish_file(
+        &self,
+        st: &mut GcState,
+        file: u64,
+        after: SeqNo,
+        flushed_at: u64,
+    ) {
+        st.cursor.take();
         self.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
-        if damaged {
-            st.kept.insert(file);
+        if st.kept.contains(&file) {
             return;
         }
         self.files.mark_collected(file);
-        st.retired.push(Retired { file, after });
+        st.retired.push(Retired {
+            file,
+            after,
+            flushed_at,
+        });
     }
 
-    /// Deletes the collected files no reader can reach any more: every reader (snapshot,
-    /// iterator, point read) reads at `oldest_reader` or later. Returns how many; a file
-    /// whose unlink fails stays retired (with the files after it) and the error is returned.
-    pub(crate) fn delete_retired(&self, st: &mut GcState, oldest_reader: SeqNo) -> Result<usize> {
+    /// Deletes the collected files `bar` lets go ([`Retired::due`]). Returns how many; a
+    /// file whose unlink fails stays retired (with the files after it) and the error is
+    /// returned.
+    pub(crate) fn delete_retired(&self, st: &mut GcState, bar: DeleteBar) -> Result<usize> {
+        let highest = self.highest_file();
         let (due, wait) = st
             .retired
             .iter()
-            .partition::<Vec<Retired>, _>(|r| r.after <= oldest_reader);
+            .partition::<Vec<Retired>, _>(|r| r.due(bar, highest));
         st.retired = wait;
         for (i, r) in due.iter().enumerate() {
             let path = self.dir.join(file_name(r.file));
@@ -305,30 +359,39 @@ impl ValueLog {
         Ok(due.len())
     }
 
-    /// What collection keeps across a restart (`state`).
-    fn saved_gc(&self, st: &GcState) -> SavedGc {
+    /// What collection keeps across a restart (`state`). A collected file whose garbage-making
+    /// writes may not be durable yet is saved as a file of garbage only, so the next open
+    /// collects it again (checking each record's liveness) instead of deleting it.
+    fn saved_gc(&self, st: &GcState, bar: DeleteBar) -> SavedGc {
         let garbage = self.files.usage().into_iter();
         SavedGc {
             garbage: garbage
                 .filter(|(_, u)| u.garbage > 0)
                 .map(|(n, u)| (n, u.garbage))
                 .collect(),
-            retired: st.retired.iter().map(|r| r.file).collect(),
+            retired: st
+                .retired
+                .iter()
+                .filter(|r| r.durable(bar))
+                .map(|r| r.file)
+                .collect(),
             kept: st.kept.iter().copied().collect(),
             cursor: st.cursor.as_ref().map(|c| (c.file, c.offset)).or(st.resume),
         }
     }
 
     /// Saves collection's state in the state file (`state`), replacing it atomically.
-    pub(crate) fn save_gc_state(&self, st: &GcState) -> Result<()> {
-        let bytes = self.saved_gc(st).encode();
+    pub(crate) fn save_gc_state(&self, st: &GcState, bar: DeleteBar) -> Result<()> {
+        let bytes = self.saved_gc(st, bar).encode();
         crate::env::write_file_atomic(self.fs.as_ref(), &self.dir.join(STATE_FILE), &bytes)
     }
 
     /// Takes up the state a previous open saved: its garbage counts for the files still
-    /// there, its damaged files and its cursor. Its collected files are deleted now: the
-    /// readers they waited for ended with that open (unless `read_only`, which deletes
-    /// nothing). A damaged state file is ignored: every field is a hint.
+    /// there, its damaged files and its cursor. Its collected files are deleted now, but for
+    /// the highest-numbered file (deleted once a newer one exists): the readers they waited
+    /// for ended with that open, and the writes they waited for were durable when it saved
+    /// them (`read_only` deletes nothing). A damaged state file is ignored: every field is a
+    /// hint.
     pub(crate) fn restore_gc_state(&self, read_only: bool) -> Result<()> {
         let path = self.dir.join(STATE_FILE);
         if !self.fs.exists(&path) {
@@ -351,15 +414,62 @@ impl ValueLog {
         st.retired = saved
             .retired
             .iter()
-            .map(|&file| Retired { file, after: 0 })
+            .filter(|&&file| self.files.holds(file))
+            .map(|&file| Retired {
+                file,
+                after: 0,
+                flushed_at: 0,
+            })
             .collect();
-        self.delete_retired(&mut st, 0).map(drop)
+        self.delete_retired(&mut st, DeleteBar::NONE).map(drop)
+    }
+
+    /// The highest-numbered file there is: the active one, or the highest found at open
+    /// before any.
+    fn highest_file(&self) -> u64 {
+        self.active_number
+            .load(Ordering::Acquire)
+            .max(self.highest_at_open)
     }
 
     /// Collected files waiting for older readers to finish.
     pub(crate) fn retired_files(&self, st: &GcState) -> usize {
         st.retired.len()
     }
+}
+
+/// Most bytes after a file's last whole record that [`is_torn_tail`] reads to tell a torn
+/// tail from damage; more is damage.
+const TORN_TAIL_SCAN: u64 = 16 << 20;
+
+/// Whether the `left` bytes of `file` from `offset`, where no whole record starts, are a torn
+/// tail: an append a crash cut short, whose records were never synced, so no pointer names
+/// them. Damage instead (a record header hit in place, say) leaves whole records after it,
+/// so a whole record starting anywhere in those bytes says damage, as does more than
+/// `TORN_TAIL_SCAN` of them. A value holding a record's encoding reads as damage too: the
+/// mistake keeps a file, never loses one.
+fn is_torn_tail(file: &dyn RandomAccessFile, offset: u64, left: u64) -> Result<bool> {
+    if left == 0 {
+        return Ok(true);
+    }
+    if left > TORN_TAIL_SCAN {
+        return Ok(false);
+    }
+    let mut buf = vec![0; left as usize];
+    file.read_exact_at(offset, &mut buf)?;
+    Ok(no_whole_record_after_start(&buf))
+}
+
+/// Whether no whole record starts in `tail` past its first byte (see [`is_torn_tail`]).
+fn no_whole_record_after_start(tail: &[u8]) -> bool {
+    !(1..tail.len()).any(|at| starts_whole_record(&tail[at..]))
+}
+
+/// Whether `buf` starts with a whole record that passes its checksum.
+fn starts_whole_record(buf: &[u8]) -> bool {
+    record_len(buf)
+        .filter(|&len| len <= buf.len() as u64)
+        .is_some_and(|len| decode_record(&buf[..len as usize]).is_ok())
 }
 
 /// Whether `garbage` of `bytes` reaches the share `threshold` (some garbage, at least).
@@ -404,6 +514,23 @@ mod tests {
         assert_eq!(pick(&files, None, |_| false, 0.5), Some(4));
         assert_eq!(pick(&files, Some(4), |_| false, 0.95), None);
         assert_eq!(pick(&[(7, usage(0, 0, 0))], None, |_| false, 0.0), None);
+    }
+
+    #[test]
+    fn a_cut_record_is_a_torn_tail_and_a_damaged_length_before_whole_records_is_not() {
+        let mut buf = Vec::new();
+        encode_record(&mut buf, b"a", &[7; 300]);
+        let second = buf.len();
+        encode_record(&mut buf, b"b", &[8; 300]);
+        // An append cut short: a prefix of the last record, header included or not.
+        for cut in [second + 5, second + 12, buf.len() - 1] {
+            assert!(no_whole_record_after_start(&buf[second..cut]), "cut at {cut}");
+        }
+        // The first record's value length hit in place: the second record follows it whole.
+        let mut damaged = buf.clone();
+        damaged[9] ^= 0x40;
+        assert!(parse_records(&damaged, 0).consumed == 0);
+        assert!(!no_whole_record_after_start(&damaged));
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub(crate) mod state;
 mod sync;
 
 pub(crate) use files::InFlight;
-pub(crate) use gc::{Chunk, GcState, ScannedRecord};
+pub(crate) use gc::{Chunk, DeleteBar, GcState, ScannedRecord};
 
 use crate::batch::{BatchOp, WriteBatch};
 use crate::coding::{crc, put_u32, put_varint, Decoder};
@@ -211,7 +211,11 @@ pub(crate) struct ValueLog {
     /// zones, whose files buffer their last partial block in the appending handle, so a
     /// second handle can neither sync nor read those bytes.
     sync_each_append: bool,
+    /// The number the next file gets.
     next_number: AtomicU64,
+    /// The highest file number found at open (0: none). Collection never deletes the
+    /// highest-numbered file, so numbers are never handed out twice.
+    highest_at_open: u64,
     /// Record bytes writes appended since the active memtable started (on-write separation).
     since_switch: AtomicU64,
     /// Number of the file being appended to (0 before the first append), set under `active`.
@@ -325,6 +329,7 @@ impl ValueLog {
             current: Mutex::new(None),
             sync_each_append,
             next_number: AtomicU64::new(max + 1),
+            highest_at_open: max,
             since_switch: AtomicU64::new(0),
             active_number: AtomicU64::new(0),
             readers: Mutex::new(HashMap::new()),
@@ -700,10 +705,11 @@ impl ValueLog {
         }
     }
 
-    /// Saves collection's state for the next open (best effort: every field is a hint).
-    pub(crate) fn close(&self) {
+    /// Saves collection's state for the next open (best effort: every field is a hint);
+    /// `bar` says which collected files' garbage-making writes are durable.
+    pub(crate) fn close(&self, bar: DeleteBar) {
         if !self.read_only {
-            let _ = self.save_gc_state(&self.gc.lock());
+            let _ = self.save_gc_state(&self.gc.lock(), bar);
         }
     }
 
