@@ -4,7 +4,7 @@
 //! Nothing here touches the database or the connection: a request either becomes a
 //! [`Command`] or an error [`Reply`] the connection sends back as is.
 
-use crate::resp::{parse_i64, Reply};
+use crate::resp::{parse_i64, Proto, Reply};
 
 /// A command's static description, as `COMMAND INFO` reports it.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +21,13 @@ pub struct Spec {
     pub last_key: i64,
     /// Step between key arguments.
     pub step: i64,
+}
+
+impl Spec {
+    /// True if a client may run it before it authenticates (Redis's `no_auth` flag).
+    pub fn no_auth(&self) -> bool {
+        self.flags.contains(&"no_auth")
+    }
 }
 
 const fn spec(
@@ -134,16 +141,16 @@ pub enum Command {
     /// HELLO [protover [AUTH user pass] [SETNAME name]].
     Hello {
         /// Requested protocol version.
-        proto: Option<i64>,
+        proto: Option<Proto>,
         /// Credentials (user, password).
         auth: Option<(Vec<u8>, Vec<u8>)>,
-        /// Client name.
+        /// Client name (checked; empty clears it).
         name: Option<Vec<u8>>,
     },
     /// AUTH [user] password.
     Auth {
-        /// User name (only `default` exists).
-        user: Vec<u8>,
+        /// User name (only `default` exists); `None` when only a password was given.
+        user: Option<Vec<u8>>,
         /// Password.
         pass: Vec<u8>,
     },
@@ -208,7 +215,7 @@ pub enum Command {
 /// `CLIENT` subcommands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientCmd {
-    /// CLIENT SETNAME name.
+    /// CLIENT SETNAME name (checked; empty clears it).
     SetName(Vec<u8>),
     /// CLIENT GETNAME.
     GetName,
@@ -263,14 +270,26 @@ fn is(arg: &[u8], word: &str) -> bool {
 }
 
 /// Types a request. `Err` is the reply to send instead (unknown command, arity, syntax).
-pub fn parse(mut args: Vec<Vec<u8>>) -> Result<Command, Reply> {
+pub fn parse(args: Vec<Vec<u8>>) -> Result<Command, Reply> {
+    let spec = resolve(&args)?;
+    parse_args(spec, args)
+}
+
+/// The spec of a request's command, if it is known and has the right number of arguments:
+/// what Redis checks before anything else, authentication included.
+pub fn resolve(args: &[Vec<u8>]) -> Result<&'static Spec, Reply> {
     let Some(spec) = lookup(&args[0]) else {
-        return Err(unknown_command(&args));
+        return Err(unknown_command(args));
     };
     let n = args.len() as i64;
     if (spec.arity >= 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
         return Err(wrong_arity(spec.name));
     }
+    Ok(spec)
+}
+
+/// Types the arguments of a request [`resolve`] accepted as a `spec` command.
+pub fn parse_args(spec: &Spec, mut args: Vec<Vec<u8>>) -> Result<Command, Reply> {
     let mut rest: Vec<Vec<u8>> = args.drain(1..).collect();
     parse_known(spec.name, &mut rest)
 }
@@ -287,11 +306,11 @@ fn parse_known(name: &str, a: &mut Vec<Vec<u8>>) -> Result<Command, Reply> {
         "hello" => parse_hello(a)?,
         "auth" if a.len() > 2 => return Err(syntax()),
         "auth" if a.len() == 2 => Command::Auth {
-            user: take(a, 0),
+            user: Some(take(a, 0)),
             pass: take(a, 1),
         },
         "auth" => Command::Auth {
-            user: b"default".to_vec(),
+            user: None,
             pass: take(a, 0),
         },
         "select" => Command::Select(int_arg(&a[0])?),
@@ -336,17 +355,17 @@ fn parse_hello(a: &mut [Vec<u8>]) -> Result<Command, Reply> {
     let mut name = None;
     let mut i = 0;
     if let Some(first) = a.first() {
-        proto = Some(parse_i64(first).ok_or_else(|| {
-            Reply::Error("ERR Protocol version is not an integer or out of range".into())
-        })?);
+        proto = Some(protocol_version(first)?);
         i = 1;
     }
+    // NB: options are checked in order, each before the next; the first bad one answers.
     while i < a.len() {
         let left = a.len() - i - 1;
         if is(&a[i], "auth") && left >= 2 {
             auth = Some((take(a, i + 1), take(a, i + 2)));
             i += 3;
         } else if is(&a[i], "setname") && left >= 1 {
+            check_client_name(&a[i + 1])?;
             name = Some(take(a, i + 1));
             i += 2;
         } else {
@@ -357,10 +376,36 @@ fn parse_hello(a: &mut [Vec<u8>]) -> Result<Command, Reply> {
     Ok(Command::Hello { proto, auth, name })
 }
 
+/// HELLO's protocol version, checked before its options as Redis does.
+fn protocol_version(arg: &[u8]) -> Result<Proto, Reply> {
+    match parse_i64(arg) {
+        Some(2) => Ok(Proto::Resp2),
+        Some(3) => Ok(Proto::Resp3),
+        Some(_) => Err(Reply::Error("NOPROTO unsupported protocol version".into())),
+        None => Err(Reply::err(
+            "Protocol version is not an integer or out of range",
+        )),
+    }
+}
+
+/// Redis's rule for a client name (CLIENT SETNAME, HELLO SETNAME): printable ASCII without
+/// spaces, so that CLIENT LIST stays parseable.
+fn check_client_name(name: &[u8]) -> Result<(), Reply> {
+    if name.iter().any(|b| *b <= b' ' || *b > b'~') {
+        return Err(Reply::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
 fn parse_client(a: &mut [Vec<u8>]) -> Result<ClientCmd, Reply> {
     let sub = String::from_utf8_lossy(&a[0]).to_ascii_lowercase();
     let cmd = match (sub.as_str(), a.len()) {
-        ("setname", 2) => ClientCmd::SetName(take(a, 1)),
+        ("setname", 2) => {
+            check_client_name(&a[1])?;
+            ClientCmd::SetName(take(a, 1))
+        }
         ("getname", 1) => ClientCmd::GetName,
         ("id", 1) => ClientCmd::Id,
         ("setinfo", 3) => ClientCmd::SetInfo,
@@ -589,6 +634,57 @@ mod tests {
             })
         );
         assert_eq!(err_text(p(&["scan", "x"])), "ERR invalid cursor");
+    }
+
+    #[test]
+    fn hello_checks_version_then_options_in_order() {
+        assert_eq!(
+            err_text(p(&["hello", "4", "foo"])),
+            "NOPROTO unsupported protocol version"
+        );
+        let bad_name = "ERR Client names cannot contain spaces, newlines or special characters.";
+        assert_eq!(err_text(p(&["hello", "3", "setname", "a b"])), bad_name);
+        assert_eq!(err_text(p(&["client", "setname", "a\nb"])), bad_name);
+        assert_eq!(
+            err_text(p(&["hello", "3", "foo", "setname", "a b"])),
+            "ERR Syntax error in HELLO option 'foo'"
+        );
+        assert_eq!(
+            p(&["hello", "3", "setname", ""]),
+            Ok(Command::Hello {
+                proto: Some(Proto::Resp3),
+                auth: None,
+                name: Some(Vec::new()),
+            })
+        );
+    }
+
+    #[test]
+    fn auth_records_whether_a_user_was_given() {
+        assert_eq!(
+            p(&["auth", "pw"]),
+            Ok(Command::Auth {
+                user: None,
+                pass: b"pw".to_vec()
+            })
+        );
+        assert_eq!(
+            p(&["auth", "default", "pw"]),
+            Ok(Command::Auth {
+                user: Some(b"default".to_vec()),
+                pass: b"pw".to_vec()
+            })
+        );
+    }
+
+    #[test]
+    fn only_auth_hello_and_quit_run_before_authentication() {
+        let open: Vec<&str> = SPECS
+            .iter()
+            .filter(|s| s.no_auth())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(open, ["hello", "auth", "quit"]);
     }
 
     #[test]

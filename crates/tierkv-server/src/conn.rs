@@ -41,7 +41,8 @@ use tokio::sync::{mpsc, watch};
 pub const MAX_IN_FLIGHT: usize = 1024;
 /// Pipelined SET/MSET commands merged into one write batch at most.
 const MAX_MERGED_COMMANDS: usize = 256;
-/// Bytes of keys and values merged into one write batch at most.
+/// Encoded bytes of one merged write batch at most (less where the database's own batch
+/// limit is less).
 const MAX_MERGED_BYTES: usize = 4 << 20;
 /// Bytes read per system call when no large argument is pending.
 const READ_CHUNK: usize = 16 << 10;
@@ -87,7 +88,6 @@ struct OpenBatch {
     batch: WriteBatch,
     keys: Vec<KeyDigest>,
     commands: usize,
-    bytes: usize,
     /// The latest earlier request it must wait for.
     dep: u64,
 }
@@ -110,6 +110,8 @@ struct Reader {
     next_idx: u64,
     deps: Deps,
     open: OpenBatch,
+    /// Most encoded bytes of a merged write batch.
+    merge_limit: usize,
 }
 
 impl Reader {
@@ -139,6 +141,7 @@ impl Reader {
             next_idx: 1,
             deps: Deps::default(),
             open: OpenBatch::default(),
+            merge_limit: MAX_MERGED_BYTES.min(shared.db.options().max_batch_bytes()),
             shared,
         }
     }
@@ -219,15 +222,21 @@ impl Reader {
             .counters
             .total_commands
             .fetch_add(1, Ordering::Relaxed);
-        let cmd = match commands::parse(req) {
-            Ok(cmd) => cmd,
+        let spec = match commands::resolve(&req) {
+            Ok(spec) => spec,
             Err(reply) => return self.reply(reply).await,
         };
-        if !self.client.authenticated && !allowed_unauthenticated(&cmd) {
+        // NB: before the arguments are parsed, so that a client that has not authenticated
+        // learns nothing from argument errors, as with Redis.
+        if !self.client.authenticated && !spec.no_auth() {
             return self
                 .reply(Reply::Error("NOAUTH Authentication required.".into()))
                 .await;
         }
+        let cmd = match commands::parse_args(spec, req) {
+            Ok(cmd) => cmd,
+            Err(reply) => return self.reply(reply).await,
+        };
         match cmd {
             Command::Set {
                 key,
@@ -315,9 +324,11 @@ impl Reader {
         if let Some(bad) = pairs.iter().find_map(|(k, v)| size_error(k, v)) {
             return self.reply(bad).await;
         }
-        let bytes: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let full =
-            self.open.commands >= MAX_MERGED_COMMANDS || self.open.bytes + bytes > MAX_MERGED_BYTES;
+        // NB: a batch over the database's limit fails as a whole, so SETs that each fit must
+        // not be merged into one that does not; a command too large alone fails alone.
+        let bytes: usize = pairs.iter().map(|(k, v)| encoded_put_len(k, v)).sum();
+        let full = self.open.commands >= MAX_MERGED_COMMANDS
+            || self.open.batch.encoded_len() + bytes > self.merge_limit;
         if full && self.flush_batch().await == Flow::Stop {
             return Flow::Stop;
         }
@@ -328,7 +339,6 @@ impl Reader {
             self.open.keys.push(key);
         }
         self.open.commands += 1;
-        self.open.bytes += bytes;
         Flow::Continue
     }
 
@@ -531,7 +541,7 @@ impl Reader {
             Command::Quit => return (Reply::ok(), Flow::Stop),
             Command::Select(0) => Reply::ok(),
             Command::Select(_) => Reply::err("DB index is out of range"),
-            Command::Auth { user, pass } => self.auth(&user, &pass),
+            Command::Auth { user, pass } => self.auth(user.as_deref(), &pass),
             Command::Hello { proto, auth, name } => self.hello(proto, auth, name),
             Command::Client(c) => self.client_command(c),
             Command::Info(sections) => Reply::Verbatim(info::info(&self.shared, &sections)),
@@ -544,16 +554,13 @@ impl Reader {
         (reply, Flow::Continue)
     }
 
-    fn auth(&mut self, user: &[u8], pass: &[u8]) -> Reply {
+    /// AUTH: `user` is `None` when only a password was given (the `default` user).
+    fn auth(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Reply {
         let Some(expected) = &self.shared.config.requirepass else {
-            return Reply::err(
-                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-            );
+            return no_password_auth(user);
         };
-        if user != b"default" || !constant_time_eq(pass, expected.as_bytes()) {
-            return Reply::Error(
-                "WRONGPASS invalid username-password pair or user is disabled.".into(),
-            );
+        if user.is_some_and(|u| u != b"default") || !constant_time_eq(pass, expected.as_bytes()) {
+            return wrong_pass();
         }
         self.client.authenticated = true;
         self.parser.set_limits(full_limits(&self.shared));
@@ -562,18 +569,12 @@ impl Reader {
 
     fn hello(
         &mut self,
-        proto: Option<i64>,
+        version: Option<Proto>,
         auth: Option<(Vec<u8>, Vec<u8>)>,
         name: Option<Vec<u8>>,
     ) -> Reply {
-        let version = match proto {
-            None => None,
-            Some(2) => Some(Proto::Resp2),
-            Some(3) => Some(Proto::Resp3),
-            Some(_) => return Reply::Error("NOPROTO unsupported protocol version".into()),
-        };
         if let Some((user, pass)) = auth {
-            let r = self.auth(&user, &pass);
+            let r = self.auth(Some(&user), &pass);
             if matches!(r, Reply::Error(_)) {
                 return r;
             }
@@ -586,8 +587,8 @@ impl Reader {
         if let Some(v) = version {
             self.client.proto = v;
         }
-        if name.is_some() {
-            self.client.name = name;
+        if let Some(name) = name {
+            self.set_name(name);
         }
         let proto_num = if self.client.proto == Proto::Resp3 {
             3
@@ -610,17 +611,19 @@ impl Reader {
 
     fn client_command(&mut self, c: ClientCmd) -> Reply {
         match c {
-            ClientCmd::SetName(name) if name.iter().any(|b| *b <= b' ' || *b > b'~') => {
-                Reply::err("Client names cannot contain spaces, newlines or special characters.")
-            }
             ClientCmd::SetName(name) => {
-                self.client.name = Some(name).filter(|n| !n.is_empty());
+                self.set_name(name);
                 Reply::ok()
             }
             ClientCmd::GetName => Reply::bulk_or_nil(self.client.name.clone()),
             ClientCmd::Id => Reply::Int(self.client.id as i64),
             ClientCmd::SetInfo => Reply::ok(),
         }
+    }
+
+    /// Names the client (a name already checked); an empty name clears it, as in Redis.
+    fn set_name(&mut self, name: Vec<u8>) {
+        self.client.name = Some(name).filter(|n| !n.is_empty());
     }
 }
 
@@ -633,12 +636,27 @@ fn full_limits(shared: &Shared) -> Limits {
     }
 }
 
-/// Commands a client may send before it authenticates.
-fn allowed_unauthenticated(cmd: &Command) -> bool {
-    matches!(
-        cmd,
-        Command::Auth { .. } | Command::Hello { .. } | Command::Quit
-    )
+/// AUTH without requirepass. Redis's `default` user then has no password, so it logs in
+/// with any (client libraries configured with a user name send one); only the password-only
+/// form is an error, since it suggests a server configured other than the client thinks.
+fn no_password_auth(user: Option<&[u8]>) -> Reply {
+    match user {
+        None => Reply::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ),
+        Some(b"default") => Reply::ok(),
+        Some(_) => wrong_pass(),
+    }
+}
+
+fn wrong_pass() -> Reply {
+    Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+}
+
+/// The bytes a put of `key` and `value` adds to a [`WriteBatch`]'s encoding: a kind byte and
+/// two length-prefixed strings (at most a 10-byte varint each).
+fn encoded_put_len(key: &[u8], value: &[u8]) -> usize {
+    1 + 2 * 10 + key.len() + value.len()
 }
 
 /// The engine's limits, checked per pair so one bad SET does not fail the others merged with it.

@@ -42,6 +42,19 @@ impl Limits {
     pub fn max_pending_input(&self) -> usize {
         MAX_LINE.max(self.max_bulk.saturating_add(2))
     }
+
+    /// The limits on an inline command. Redis applies its unauthenticated limits to multibulk
+    /// requests only: an inline line buffers at most [`MAX_LINE`] bytes whatever it holds.
+    fn for_inline(self) -> Limits {
+        if self != Limits::UNAUTHENTICATED {
+            return self;
+        }
+        Limits {
+            max_args: MAX_LINE,
+            max_bulk: MAX_LINE,
+            max_request: MAX_LINE,
+        }
+    }
 }
 
 /// Malformed or oversized input. The text is Redis's (`Protocol error: ...`).
@@ -261,17 +274,19 @@ impl Parser {
         };
         let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
         let args = split_inline(line)?;
-        if args.len() > self.limits.max_args {
+        // NB: once authenticated, the same limits as a multibulk request, so both forms
+        // accept the same requests.
+        let limits = self.limits.for_inline();
+        if args.len() > limits.max_args {
             return self.too_many_args();
         }
-        // NB: the same limits as a multibulk request, so both forms accept the same requests.
-        if args.iter().any(|a| a.len() > self.limits.max_bulk) {
+        if args.iter().any(|a| a.len() > limits.max_bulk) {
             return perr("invalid bulk length");
         }
-        if args.iter().map(Vec::len).sum::<usize>() > self.limits.max_request {
+        if args.iter().map(Vec::len).sum::<usize>() > limits.max_request {
             return perr(format!(
                 "request larger than {} bytes (max request size)",
-                self.limits.max_request
+                limits.max_request
             ));
         }
         let consumed = pos + end + 1;
@@ -666,6 +681,25 @@ mod tests {
         let mut p = Parser::new(Limits::UNAUTHENTICATED);
         let e = p.parse(b"*2\r\n$4\r\nAUTH\r\n$100000\r\n").unwrap_err();
         assert_eq!(e.to_string(), "Protocol error: unauthenticated bulk length");
+    }
+
+    #[test]
+    fn unauthenticated_limits_spare_inline_commands() {
+        let mut line = b"DEL".to_vec();
+        for _ in 0..20 {
+            line.extend_from_slice(b" k");
+        }
+        line.extend_from_slice(b" ");
+        line.extend(std::iter::repeat_n(b'v', 20 << 10));
+        line.extend_from_slice(b"\r\n");
+        let got = feed(&mut Parser::new(Limits::UNAUTHENTICATED), &line, &[]).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), 22);
+        let long_line = vec![b'a'; MAX_LINE + 10];
+        let e = Parser::new(Limits::UNAUTHENTICATED)
+            .parse(&long_line)
+            .unwrap_err();
+        assert_eq!(e.to_string(), "Protocol error: too big inline request");
     }
 
     #[test]
