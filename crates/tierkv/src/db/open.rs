@@ -364,6 +364,10 @@ impl ReplaySink for MemtableSink<'_, '_> {
         self.ctx.versions.mark_file_number_used(n);
     }
 
+    fn last_sequence(&self) -> Option<u64> {
+        Some(self.max_seq)
+    }
+
     fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
         if self.lost_values || self.names_lost_values(batch)? {
             self.lost_values = true;

@@ -215,20 +215,34 @@ pub(crate) trait ReplaySink {
     fn mark_number_used(&mut self, n: u64);
     /// Applies the write numbered `seq` onward.
     fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()>;
+    /// The last sequence number the database holds (the MANIFEST's, raised by each write
+    /// applied since), if the sink knows it. The oldest live log's first write follows it:
+    /// without it, recovery cannot tell which write a damaged first record held, nor prove
+    /// that write durable.
+    fn last_sequence(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Collects replayed writes as (first sequence, number of operations): the sink of the
-/// replay tests.
+/// replay tests. The second field is the database's last sequence number, when the test
+/// gives one.
 #[cfg(test)]
 #[derive(Default)]
-pub(crate) struct CollectSink(pub Vec<(u64, usize)>);
+pub(crate) struct CollectSink(pub Vec<(u64, usize)>, pub Option<u64>);
 
 #[cfg(test)]
 impl ReplaySink for CollectSink {
     fn mark_number_used(&mut self, _: u64) {}
     fn apply(&mut self, seq: u64, batch: &WriteBatch) -> Result<()> {
         self.0.push((seq, batch.len()));
+        if let Some(last) = &mut self.1 {
+            *last = (*last).max((seq + batch.len() as u64).saturating_sub(1));
+        }
         Ok(())
+    }
+    fn last_sequence(&self) -> Option<u64> {
+        self.1
     }
 }
 

@@ -257,7 +257,9 @@ impl AppendWal {
             check()?;
         }
         let Some(batch) = batch.as_mut().filter(|b| !b.is_empty()) else {
-            return Ok(());
+            let earlier = admit.last_seq;
+            drop(admit);
+            return self.settle_empty(host, durability, earlier);
         };
         let first = admit.last_seq + 1;
         let n = batch.len() as u64;
@@ -315,6 +317,18 @@ impl AppendWal {
             self.wait_durable(host, first + n)?;
         }
         Ok(())
+    }
+
+    /// Completes a write that logs nothing. A `Sync` one still promises what any `Sync`
+    /// write does, that every earlier write (through `earlier`) is durable, so an application
+    /// can make its buffered writes durable without writing anything.
+    fn settle_empty(&self, host: &dyn WalHost, durability: Durability, earlier: u64) -> Result<()> {
+        if durability != Durability::Sync {
+            return Ok(());
+        }
+        // NB: `wait_durable` syncs only what is visible, so the earlier writes must be first.
+        self.wait_visible(earlier)?;
+        self.wait_durable(host, earlier + 1)
     }
 
     /// Records the outcome of unit `first`'s write, publishes what it can and waits until

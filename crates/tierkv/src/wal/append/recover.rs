@@ -2,7 +2,9 @@
 //! start, record by record, up to the first record that is missing, damaged or out of
 //! sequence. Such a stop is a crash's lost unsynced tail unless a later intact record (in this
 //! file, found by resynchronizing on the record alignment, or in a later one) says every write
-//! below the stop had been durable: then it is corruption, as the recovery mode decides.
+//! below the stop had been durable: then it is corruption, as the recovery mode decides. A stop
+//! at the very first record misses the write after the last one the database held before
+//! replay (the MANIFEST's last sequence, [`ReplaySink::last_sequence`]).
 //! `PointInTime` always stops quietly; `AbsoluteConsistency` also refuses a damaged (non-zero)
 //! record; `SkipAnyCorruptedRecords` cannot skip what it cannot delimit, and stops like
 //! `TolerateCorruptedTail`.
@@ -98,6 +100,9 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
     if let Some(&last) = logs.last() {
         sink.mark_number_used(last);
     }
+    // NB: the first live log's first write follows the writes the database already holds; if
+    // that record is the one missing, this is the write whose durability a later claim proves.
+    let first = sink.last_sequence().map(|last| last + 1);
     let mut next: Option<u64> = None;
     // The first live log, while every live log so far held no record.
     let mut empty_log: Option<u64> = None;
@@ -141,7 +146,7 @@ pub(crate) fn replay(ctx: &ReplayCtx<'_>, sink: &mut dyn ReplaySink) -> Result<(
         let stop = Stop {
             path,
             offset,
-            expected: next,
+            expected: next.or(first),
             what,
         };
         if ctx.mode == RecoveryMode::PointInTime {
@@ -248,13 +253,22 @@ mod tests {
     }
 
     fn replay_all(fs: &Arc<FaultFs>, mode: RecoveryMode) -> Result<Vec<(u64, usize)>> {
+        replay_after(fs, mode, None)
+    }
+
+    /// Replays into a database whose last sequence number is `last`, when given.
+    fn replay_after(
+        fs: &Arc<FaultFs>,
+        mode: RecoveryMode,
+        last: Option<u64>,
+    ) -> Result<Vec<(u64, usize)>> {
         let ctx = ReplayCtx {
             fs: fs.as_ref(),
             dir: Path::new(DIR),
             log_number: 0,
             mode,
         };
-        let mut sink = Sink::default();
+        let mut sink = Sink(Vec::new(), last);
         replay(&ctx, &mut sink)?;
         Ok(sink.0)
     }
@@ -347,6 +361,45 @@ mod tests {
             replay_all(&fs, RecoveryMode::PointInTime).unwrap(),
             vec![(1, 1)]
         );
+    }
+
+    #[test]
+    fn a_lost_first_record_below_a_record_proven_durable_is_corruption() {
+        // The database held writes up to 10; the log's first record (seq 11) is gone, and the
+        // third was written once every write below 13 was durable.
+        let fs = fresh();
+        write_log(&fs, 5, &[(11, 1, 11), (12, 1, 12), (13, 1, 13)], &[0]);
+        for mode in [
+            RecoveryMode::TolerateCorruptedTail,
+            RecoveryMode::AbsoluteConsistency,
+            RecoveryMode::SkipAnyCorruptedRecords,
+        ] {
+            match replay_after(&fs, mode, Some(10)).unwrap_err() {
+                Error::Corruption { file, offset, what } => {
+                    assert_eq!(file, Path::new(DIR).join("000005.alog"));
+                    assert_eq!(offset, 0);
+                    assert!(what.contains("write 11 was proven durable"), "{what}");
+                }
+                other => panic!("expected corruption, got {other}"),
+            }
+        }
+        assert_eq!(
+            replay_after(&fs, RecoveryMode::PointInTime, Some(10)).unwrap(),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn a_lost_first_record_nothing_proves_durable_ends_history_quietly() {
+        // No record claims more than the writes the database already held.
+        let fs = fresh();
+        write_log(&fs, 5, &[(11, 1, 11), (12, 1, 11), (13, 1, 11)], &[0]);
+        for mode in [
+            RecoveryMode::TolerateCorruptedTail,
+            RecoveryMode::AbsoluteConsistency,
+        ] {
+            assert_eq!(replay_after(&fs, mode, Some(10)).unwrap(), vec![]);
+        }
     }
 
     #[test]

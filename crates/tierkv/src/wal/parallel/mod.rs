@@ -98,8 +98,9 @@ struct Tracker {
 /// What a logger must do after handing a completion to the tracker.
 enum Advance {
     Done,
-    /// An earlier write is logged but not durable and blocks a synced one: sync the area,
-    /// then cover everything through this sequence.
+    /// An earlier write is logged but not durable and blocks a synced one (or an empty
+    /// synced write, which logs nothing): sync the area, then cover everything through this
+    /// sequence.
     Cover(u64),
 }
 
@@ -325,13 +326,19 @@ impl ParallelWal {
             self.wait_all_visible(host, admit.last_seq);
             check()?;
         }
-        let Some(mut batch) = batch.filter(|b| !b.is_empty()) else {
+        if batch.as_ref().is_none_or(WriteBatch::is_empty) {
+            let earlier = admit.last_seq;
             drop(admit);
+            if !may_block && self.must_cover(durability, earlier) {
+                return Ok(Some(batch));
+            }
+            self.settle_empty(host, durability, earlier)?;
             if let Some(d) = done.take() {
                 d.complete(Ok(()));
             }
             return Ok(None);
-        };
+        }
+        let mut batch = batch.expect("checked above");
         let seq = admit.last_seq + 1;
         let n = batch.len() as u64;
         admit.last_seq += n;
@@ -372,6 +379,27 @@ impl ParallelWal {
         }
         host.note_admitted();
         Ok(None)
+    }
+
+    /// True if a write of `durability` that logs nothing must wait for a covering sync: it is
+    /// `Sync` and some write through `earlier` is not durable yet.
+    fn must_cover(&self, durability: Durability, earlier: u64) -> bool {
+        durability == Durability::Sync && self.tracker.lock().durable < earlier
+    }
+
+    /// Completes a write that logs nothing. A `Sync` one still promises what any `Sync`
+    /// write does, that every earlier write (through `earlier`) is durable, so an application
+    /// can make its buffered writes durable without writing anything.
+    fn settle_empty(&self, host: &dyn WalHost, durability: Durability, earlier: u64) -> Result<()> {
+        if !self.must_cover(durability, earlier) {
+            return Ok(());
+        }
+        // NB: a covering sync makes durable only what was written before it began.
+        self.wait_all_visible(host, earlier);
+        if let Some(e) = &self.tracker.lock().failed {
+            return Err(Error::stopped(e));
+        }
+        self.cover(host, Advance::Cover(earlier))
     }
 
     /// Pages `batch` may need at worst; an error if that is more than one page group holds.
@@ -500,7 +528,7 @@ impl ParallelWal {
         if let Err(e) = result {
             return self.fail_log(host, &e);
         }
-        let mut advance = self.publish(host, |t| {
+        let advance = self.publish(host, |t| {
             for e in &entries {
                 if let Ok(i) = t.units.binary_search_by_key(&e.seq, |u| u.first) {
                     t.units[i].done = true;
@@ -508,13 +536,22 @@ impl ParallelWal {
                 }
             }
         });
+        // NB: a failed sync has failed every waiting write already (`fail_log`).
+        let _ = self.cover(host, advance);
+    }
+
+    /// Issues covering syncs of the area for as long as `advance` asks for one, publishing
+    /// what each makes durable; a failed sync fails the log.
+    fn cover(&self, host: &dyn WalHost, mut advance: Advance) -> Result<()> {
         while let Advance::Cover(through) = advance {
             Counters::add(&host.counters().wal_cover_syncs, 1);
             if let Err(e) = self.cover.sync(self.area.file().as_ref()) {
-                return self.fail_log(host, &e);
+                self.fail_log(host, &e);
+                return Err(e);
             }
             advance = self.publish(host, |t| t.durable = t.durable.max(through));
         }
+        Ok(())
     }
 
     /// After a failed log write or sync the log's durable state is unknown: stop writing and
