@@ -345,11 +345,11 @@ fn run_model(shape: Shape, seed: u64, ops: usize) {
             for j in 0..n {
                 let i = (start + j * rng.gen_range(1..5)) % KEYS;
                 if rng.gen_bool(0.3) {
-                    b.delete(&key6(i));
+                    b.delete(key6(i));
                     model.remove(&key6(i));
                 } else {
                     let v = val(i, round, rng.gen_range(20..400));
-                    b.put(&key6(i), &v);
+                    b.put(key6(i), &v);
                     model.insert(key6(i), v);
                 }
             }
@@ -551,8 +551,7 @@ fn replicas_never_serve_a_replaced_table() {
     let snap = db.snapshot();
     let at_snap = model.clone();
     // Change every replicated table's keys: overwrite half, delete a third.
-    let mut round = 1;
-    for f in &replicated {
+    for (round, f) in (1..).zip(replicated.iter()) {
         let lo: u32 = std::str::from_utf8(&f.smallest[3..])
             .unwrap()
             .parse()
@@ -571,7 +570,6 @@ fn replicas_never_serve_a_replaced_table() {
                 model.insert(key6(i), v);
             }
         }
-        round += 1;
         db.compact_range(Some(&key6(lo)), Some(&key6(hi))).unwrap();
         check_gets(
             &db,
