@@ -236,7 +236,9 @@ pub fn read_area(
 /// Replays the write-ahead logs in `dir` (tier 0) as open does: group-commit `.log` files,
 /// append-WAL `.alog` files, the zoned WAL's `WALZONES` device and the parallel WAL's area,
 /// skipping logs numbered below `log_number` and treating damage according to `mode`.
-/// Returns every replayed write as `(first sequence number, batch)`, in replay order.
+/// Returns every replayed write as `(first sequence number, batch)`, in replay order. Unlike
+/// open it has no MANIFEST, so the append WAL's damaged first record of the oldest log ends
+/// replay quietly even where later records prove it durable (open reports that).
 pub fn replay_logs(
     fs: &dyn crate::env::Fs,
     dir: &Path,

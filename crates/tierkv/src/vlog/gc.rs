@@ -310,13 +310,7 @@ impl ValueLog {
     /// Ends the collection of `file`, whose live records were rewritten and published at or
     /// before `after`; the writes that made the others garbage are durable once the
     /// MANIFEST's log number reaches `flushed_at`. A file with a damaged record is kept.
-    pub(crate) fn finish_file(
-        &self,
-        st: &mut GcState,
-        file: u64,
-        after: SeqNo,
-        flushed_at: u64,
-    ) {
+    pub(crate) fn finish_file(&self, st: &mut GcState, file: u64, after: SeqNo, flushed_at: u64) {
         st.cursor.take();
         self.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
         if st.kept.contains(&file) {
@@ -524,7 +518,10 @@ mod tests {
         encode_record(&mut buf, b"b", &[8; 300]);
         // An append cut short: a prefix of the last record, header included or not.
         for cut in [second + 5, second + 12, buf.len() - 1] {
-            assert!(no_whole_record_after_start(&buf[second..cut]), "cut at {cut}");
+            assert!(
+                no_whole_record_after_start(&buf[second..cut]),
+                "cut at {cut}"
+            );
         }
         // The first record's value length hit in place: the second record follows it whole.
         let mut damaged = buf.clone();
