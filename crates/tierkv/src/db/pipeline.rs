@@ -4,7 +4,9 @@
 //! - **Requests**: asynchronous gets that miss the memtables, multi-gets, scans and
 //!   transaction commits are served by workers; asynchronous writes go to the WAL
 //!   (`Wal::submit`), which admits them inline when that needs no waiting and otherwise hands
-//!   the rest to a worker (`Task::Wal`).
+//!   the rest to a worker (`Task::Wal`). A commit waits in the WAL on its worker; the group
+//!   WAL lets it lead an asynchronous write queued ahead of it, so it never waits for a free
+//!   worker.
 //! - **Backpressure**: at most `max_pending_requests` asynchronous requests are in flight;
 //!   more get `Busy`.
 //! - **Head thread**: tells the WAL the write intensity (the parallel WAL sizes its loggers

@@ -6,7 +6,10 @@
 //! the active log file as one record each, syncs once if any of them asked for it, inserts
 //! them into the memtable, publishes the last sequence, and wakes the group. The next writer
 //! in the queue then leads. An asynchronous writer has no thread of its own: when it reaches
-//! the front, a worker leads for it.
+//! the front, a worker is asked to lead for it, and any writer waiting in the queue behind it
+//! leads it instead if it gets there first. Whoever claims the lead first leads; the other
+//! does nothing. So a writer that waits in the queue on a worker (an asynchronous transaction
+//! commit) never waits for a free worker: with every worker waiting, one of them leads.
 //!
 //! With `wal.concurrent_memtable_writes`, the leader passes the lead on as soon as its group is
 //! logged, so the next group is logged and synced while this one is inserted; a group big
@@ -41,6 +44,7 @@ use insert::GroupInserts;
 use order::{PublishOrder, Ticket};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
@@ -60,6 +64,8 @@ struct Writer {
     result: Mutex<Option<Result<()>>>,
     /// The handle's completer of an asynchronous write (no thread waits for it).
     completer: Mutex<Option<Completer<()>>>,
+    /// Set by the one thread that leads this asynchronous writer's group (see `claim_lead`).
+    lead_claimed: AtomicBool,
 }
 
 /// A group logged and not yet published.
@@ -150,6 +156,14 @@ impl GroupWal {
                 queue = self.writers.lock();
                 continue;
             }
+            if let Some(front) = claim_async_front(&queue) {
+                // NB: its deferred lead may wait for a worker, and this thread may be the
+                // worker it waits for.
+                drop(queue);
+                drop(self.lead(host, &front, None));
+                queue = self.writers.lock();
+                continue;
+            }
             self.writers_cv.wait(&mut queue);
         }
         drop(queue);
@@ -232,8 +246,13 @@ impl GroupWal {
     /// Has a worker lead the group of `writer`, an asynchronous writer at the queue's front.
     fn defer_lead(&self, host: &dyn WalHost, writer: Arc<Writer>) {
         let wal = self.me.upgrade().expect("the WAL outlives its writers");
-        // NB: the group's leader completes every handle, this writer's included.
-        host.defer(Box::new(move |host| drop(wal.lead(host, &writer, None))));
+        // NB: the group's leader completes every handle, this writer's included. A writer
+        // waiting in the queue may have led the group already.
+        host.defer(Box::new(move |host| {
+            if claim_lead(&writer) {
+                drop(wal.lead(host, &writer, None));
+            }
+        }));
     }
 
     /// Numbers the group's batches and logs them; `None` for a group without batches (a
@@ -440,6 +459,7 @@ impl Wal for GroupWal {
             checked: req.check.is_some(),
             result: Mutex::new(None),
             completer: Mutex::new(None),
+            lead_claimed: AtomicBool::new(false),
         });
         self.queue_and_wait(host, writer, req.check)
     }
@@ -458,6 +478,7 @@ impl Wal for GroupWal {
             checked: false,
             result: Mutex::new(None),
             completer: Mutex::new(Some(done)),
+            lead_claimed: AtomicBool::new(false),
         });
         let mut queue = self.writers.lock();
         queue.push_back(Arc::clone(&me));
@@ -522,6 +543,19 @@ impl LogRoom for FileRoom<'_> {
 /// True for an asynchronous writer: no thread waits for it, a handle does.
 fn is_async(writer: &Writer) -> bool {
     writer.completer.lock().is_some()
+}
+
+/// Claims the lead of an asynchronous writer's group: true for the one caller that leads it.
+fn claim_lead(writer: &Writer) -> bool {
+    !writer.lead_claimed.swap(true, Ordering::AcqRel)
+}
+
+/// The queue's front writer, if it is asynchronous and this caller claimed its lead.
+fn claim_async_front(queue: &VecDeque<Arc<Writer>>) -> Option<Arc<Writer>> {
+    queue
+        .front()
+        .filter(|w| is_async(w) && claim_lead(w))
+        .cloned()
 }
 
 /// The front writers whose batches fit in one group.
