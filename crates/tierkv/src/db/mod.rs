@@ -218,11 +218,9 @@ impl Db {
                     .expect("spawn background thread")
             })
             .collect();
-        let pipeline_threads = if inner.opts.read_only {
-            Vec::new()
-        } else {
-            spawn_pipeline(&inner)
-        };
+        // NB: read-only too: asynchronous reads (`submit_get`, `submit_scan`, ...) run on
+        // its workers (a read-only WAL starts no threads and refuses writes).
+        let pipeline_threads = spawn_pipeline(&inner);
         inner.maybe_schedule();
         Ok(Db {
             inner,

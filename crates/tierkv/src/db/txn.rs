@@ -75,7 +75,9 @@ impl<'a> Transaction<'a> {
     /// Commits: writes the buffered writes as one batch, atomic, visible and durable as
     /// [`Db::write`] makes them. [`Error::Conflict`], with nothing written, if another write
     /// changed a key this transaction read or wrote since it began; otherwise the errors of
-    /// [`Db::write`].
+    /// [`Db::write`]. With split values (`values = "split"`), where value-log collection
+    /// rewrites live values, a key whose value is the one this transaction began with counts
+    /// as unchanged.
     pub fn commit(self, opts: &WriteOptions) -> Result<()> {
         let db = self.db;
         db.inner.commit(self.prepare(opts)?)
@@ -120,10 +122,9 @@ impl DbInner {
             keys,
             snapshot,
         } = commit;
-        let start = snapshot.sequence();
         let check = || -> Result<()> {
             for key in &keys {
-                if self.latest_seq(key)?.is_some_and(|seq| seq > start) {
+                if self.changed_since(key, &snapshot)? {
                     return Err(Error::Conflict { key: key.clone() });
                 }
             }
@@ -138,5 +139,21 @@ impl DbInner {
             Err(_) => {}
         }
         result
+    }
+
+    /// Whether a write since `snapshot` changed `key`. SPLIT VALUES: value-log collection
+    /// moves a live value by writing its key again (a new sequence, the same value), so with a
+    /// value log a newer sequence is a change only if the value differs from the snapshot's;
+    /// the reads resolve pointers, which costs value-log reads on this path only.
+    fn changed_since(&self, key: &[u8], snapshot: &crate::Snapshot) -> Result<bool> {
+        let newer = self.latest_seq(key)?.filter(|&seq| seq > snapshot.sequence());
+        if newer.is_none() {
+            return Ok(false);
+        }
+        if self.vlog.is_none() {
+            return Ok(true);
+        }
+        let then = self.get(&crate::ReadOptions::at(snapshot), key)?;
+        Ok(then != self.get(&crate::ReadOptions::default(), key)?)
     }
 }
