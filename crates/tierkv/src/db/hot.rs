@@ -66,7 +66,7 @@ impl DbInner {
         let Some(hot) = &self.hot else {
             return Ok(HotAnswer::Lsm);
         };
-        match hot.get(user_key, view.seq)? {
+        match hot.get(user_key, view.seq, view.at_snapshot)? {
             HotRead::Found(answer) => return Ok(HotAnswer::Found(answer)),
             HotRead::OnlyNewer if !view.at_snapshot => return Ok(HotAnswer::Retry),
             HotRead::Lsm | HotRead::OnlyNewer => {}

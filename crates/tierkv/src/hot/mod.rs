@@ -104,7 +104,9 @@ pub(crate) enum HotRead {
     /// Only versions newer than the read's sequence are here. At a snapshot the LSM answers
     /// (versions a snapshot reads are kept, so the key entered the store after it). A read at
     /// no snapshot may have lost the race with a flush that superseded and freed the version
-    /// it sees: it reads again at a newer sequence.
+    /// it sees: it reads again at a newer sequence. Such a read gets this answer whenever the
+    /// key's newest version is newer than its sequence, even if an older version kept for a
+    /// snapshot is visible to it: that one may be older than the version the flush freed.
     OnlyNewer,
 }
 
@@ -497,8 +499,9 @@ impl HotStore {
     /// slot may have been freed and reused meanwhile, or be read while a job rewrites its
     /// page: the version is checked (key, sequence, checksum), and a read that fails the
     /// check is done again under the lock, where no slot it indexes can change.
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
-        let v = match self.visible_version(&self.index.read(), user_key, seq, true) {
+    /// `at_snapshot`: the read is at a snapshot its caller holds ([`HotRead::OnlyNewer`]).
+    pub fn get(&self, user_key: &[u8], seq: SeqNo, at_snapshot: bool) -> Result<HotRead> {
+        let v = match self.visible_version(&self.index.read(), user_key, seq, at_snapshot, true) {
             Ok(v) => v,
             Err(answer) => return Ok(answer),
         };
@@ -507,7 +510,7 @@ impl HotStore {
             SlotKind::Deletion => None,
             SlotKind::Value => match self.read_unlocked(user_key, &v) {
                 Some(value) => Some(value),
-                None => return self.get_locked(user_key, seq),
+                None => return self.get_locked(user_key, seq, at_snapshot),
             },
         };
         Ok(self.counted_read(user_key, value))
@@ -515,9 +518,9 @@ impl HotStore {
 
     /// [`HotStore::get`] with the slot read under the index lock (the read's weight is
     /// counted already).
-    fn get_locked(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
+    fn get_locked(&self, user_key: &[u8], seq: SeqNo, at_snapshot: bool) -> Result<HotRead> {
         let index = self.index.read();
-        let v = match self.visible_version(&index, user_key, seq, false) {
+        let v = match self.visible_version(&index, user_key, seq, at_snapshot, false) {
             Ok(v) => v,
             Err(answer) => return Ok(answer),
         };
@@ -532,18 +535,26 @@ impl HotStore {
 
     /// The version of `user_key` a read at `seq` sees (a copy), or the answer when it sees
     /// none: [`HotRead::Lsm`] if the key is not here, [`HotRead::OnlyNewer`] if only newer
-    /// versions are. Under the weight policy a read the store answers counts in the key's
-    /// weight if `count` (once per read), under the index lock (`index`), so a demotion
-    /// cannot drop the key in between.
+    /// versions are (or, for a read not `at_snapshot`, if the newest one is newer than `seq`).
+    /// Under the weight policy a read the store answers counts in the key's weight if `count`
+    /// (once per read), under the index lock (`index`), so a demotion cannot drop the key in
+    /// between.
     fn visible_version(
         &self,
         index: &Index,
         user_key: &[u8],
         seq: SeqNo,
+        at_snapshot: bool,
         count: bool,
     ) -> std::result::Result<HotVersion, HotRead> {
         let versions = index.map.get(user_key).ok_or(HotRead::Lsm)?;
         let v = version_at(versions, seq).ok_or(HotRead::OnlyNewer)?;
+        // NB: a read at no snapshot sees only the newest version. Nothing keeps the version
+        // it sees once a flush supersedes it, while an older one may stay for a snapshot
+        // (`gc_versions` drops the versions between): that one would answer in its place.
+        if !at_snapshot && v.seq != versions[0].seq {
+            return Err(HotRead::OnlyNewer);
+        }
         // NB: a marker sends the read to the LSM: the store did not answer it.
         if let (Some(w), true) = (&self.weights, count && v.kind != SlotKind::InLsm) {
             w.add(user_key, 1);
@@ -1819,8 +1830,8 @@ mod tests {
         }
         assert_eq!(flush(1000, &mut popular.chain(300..303)), 3);
         assert_eq!(store.stats().objects, 98);
-        assert!(store.get(&key(201), 2000).unwrap() != HotRead::Lsm);
-        assert_eq!(store.get(&key(301), 2000).unwrap(), HotRead::Lsm);
+        assert!(store.get(&key(201), 2000, false).unwrap() != HotRead::Lsm);
+        assert_eq!(store.get(&key(301), 2000, false).unwrap(), HotRead::Lsm);
     }
 
     #[test]
@@ -1896,12 +1907,12 @@ mod tests {
         assert_eq!(store.index.read().map[&b"b"[..]][0].loc, old.loc);
         assert_eq!(store.read_unlocked(b"a", &old), None, "another version now");
         // A read at 8 (no snapshot kept version 7) finds only a newer version.
-        assert_eq!(store.get(b"a", 8).unwrap(), HotRead::OnlyNewer);
+        assert_eq!(store.get(b"a", 8, false).unwrap(), HotRead::OnlyNewer);
         assert_eq!(
-            store.get(b"a", 9).unwrap(),
+            store.get(b"a", 9, false).unwrap(),
             HotRead::Found(Some(b"new".to_vec()))
         );
-        assert_eq!(store.get(b"c", 20).unwrap(), HotRead::Lsm);
+        assert_eq!(store.get(b"c", 20, false).unwrap(), HotRead::Lsm);
     }
 
     #[test]

@@ -198,8 +198,8 @@ impl HotPartitions {
     }
 
     /// [`HotStore::get`] in the key's partition.
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<HotRead> {
-        self.part_for(user_key).get(user_key, seq)
+    pub fn get(&self, user_key: &[u8], seq: SeqNo, at_snapshot: bool) -> Result<HotRead> {
+        self.part_for(user_key).get(user_key, seq, at_snapshot)
     }
 
     /// Counts a point read of `user_key` the LSM answered, in the key's partition.
@@ -455,7 +455,7 @@ mod tests {
         let (tier, max_seq) = HotPartitions::open(&fs, dir0, &opts(4), 2, 0, false, false).unwrap();
         assert_eq!(max_seq, 7);
         assert_eq!(
-            tier.get(b"key", 7).unwrap(),
+            tier.get(b"key", 7, false).unwrap(),
             HotRead::Found(Some(b"value".to_vec()))
         );
         assert_eq!(tier.part_for(b"key").latest_seq(b"key"), Some(7));
