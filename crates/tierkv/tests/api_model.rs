@@ -5,29 +5,14 @@
 
 mod common;
 
-use common::{small, tiny, TierSetup};
+use common::{poll_for, small, tiny, TierSetup};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::thread;
-use std::time::{Duration, Instant};
-use tierkv::{Db, Error, Handle, ReadOptions, WalMode, WriteBatch, WriteOptions};
+use std::time::Duration;
+use tierkv::{Db, Error, ReadOptions, WalMode, WriteBatch, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// Polls `h` until it completes or `limit` passes; `None` if it is still pending.
-fn poll_for<T>(h: &mut Handle<T>, limit: Duration) -> Option<tierkv::Result<T>> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if h.is_ready() {
-            return h.try_take();
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        thread::sleep(Duration::from_micros(200));
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Iterators, multi_get and snapshots against a sorted model

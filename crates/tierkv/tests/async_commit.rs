@@ -9,32 +9,18 @@
 
 mod common;
 
-use common::{drop_within, small, TierSetup};
+use common::{drop_within, poll_for, small, TierSetup};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
-use tierkv::{Db, Handle, WalMode, WriteOptions};
+use tierkv::{Db, WalMode, WriteOptions};
 
 /// How long an asynchronous put may stay pending before the run calls it stuck.
 const PUT_LIMIT: Duration = Duration::from_secs(5);
 /// How long a submitted commit may stay pending (after the put completed) before the run
 /// calls it stuck.
 const COMMIT_LIMIT: Duration = Duration::from_secs(1);
-
-/// Polls `h` until it completes or `limit` passes; `None` if it is still pending.
-fn poll_for<T>(h: &mut Handle<T>, limit: Duration) -> Option<tierkv::Result<T>> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if h.is_ready() {
-            return h.try_take();
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        thread::sleep(Duration::from_micros(200));
-    }
-}
 
 /// Keeps a synchronous writer leading long groups (1 MiB synced puts, back to back) until
 /// `stop` is set.

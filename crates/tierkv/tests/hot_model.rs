@@ -96,24 +96,7 @@ fn value_of(rng: &mut Rng, key: &[u8], round: u64) -> Vec<u8> {
 }
 
 fn scan_with(db: &Db, opts: ReadOptions, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut it = db.iter(opts).unwrap();
-    let mut out = Vec::new();
-    if reverse {
-        it.seek_to_last();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.prev();
-        }
-        out.reverse();
-    } else {
-        it.seek_to_first();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
-    }
-    it.status().unwrap();
-    out
+    common::collect_entries(&mut db.iter(opts).unwrap(), reverse, "scan")
 }
 
 fn model_vec(m: &Model) -> Vec<(Vec<u8>, Vec<u8>)> {

@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{collect_entries, crash_now, tiny, Crash, Model, TierSetup, CAPACITY, CRASHES};
+use common::{
+    collect_entries, crash_now, tiny, vlog_files, Crash, Model, TierSetup, CAPACITY, CRASHES,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -31,17 +33,6 @@ fn on_flush(b: OptionsBuilder) -> OptionsBuilder {
 
 fn val(i: u64, len: usize) -> Vec<u8> {
     (0..len).map(|j| (i as usize * 131 + j * 7) as u8).collect()
-}
-
-fn vlog_files(fs: &dyn Fs, dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs
-        .list_dir(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".vlog"))
-        .collect();
-    v.sort();
-    v
 }
 
 fn check_model(db: &Db, model: &Model, what: &str) {

@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::{collect_entries, crash_now, tiny, Crash, Model, TierSetup, CAPACITY, CRASHES};
+use common::{
+    collect_entries, crash_now, tiny, vlog_files, Crash, Model, TierSetup, CAPACITY, CRASHES,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -39,17 +41,6 @@ fn split(b: OptionsBuilder) -> OptionsBuilder {
 fn val(key: &[u8], version: u64, len: usize) -> Vec<u8> {
     let mut v = format!("{}/{version}/", String::from_utf8_lossy(key)).into_bytes();
     v.extend((0..len.saturating_sub(v.len())).map(|j| (version as usize * 131 + j * 7) as u8));
-    v
-}
-
-fn vlog_files(fs: &dyn Fs, dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs
-        .list_dir(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".vlog"))
-        .collect();
-    v.sort();
     v
 }
 

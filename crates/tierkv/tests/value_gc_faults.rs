@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{crash_now, tiny, Crash, Failures, Model, TierSetup, CAPACITY};
+use common::{crash_now, tiny, vlog_files, Crash, Failures, Model, TierSetup, CAPACITY};
 use std::path::Path;
 use std::sync::Arc;
 use tierkv::env::{CrashPolicy, FaultFs, Fs};
@@ -25,17 +25,6 @@ fn split(b: OptionsBuilder) -> OptionsBuilder {
 fn val(key: &[u8], version: u64, len: usize) -> Vec<u8> {
     let mut v = format!("{}/{version}/", String::from_utf8_lossy(key)).into_bytes();
     v.extend((0..len.saturating_sub(v.len())).map(|j| (version as usize * 131 + j * 7) as u8));
-    v
-}
-
-fn vlog_files(fs: &dyn Fs, dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs
-        .list_dir(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".vlog"))
-        .collect();
-    v.sort();
     v
 }
 

@@ -20,8 +20,8 @@ pub use kv::{
     small_value, value, write_two_slab_jobs, Entry, Model,
 };
 pub use opts::{hot_slab, hot_slab_options, sized, small, tiny, MODES};
-pub use tiers::{TierSetup, CAPACITY, FAST};
+pub use tiers::{vlog_files, TierSetup, CAPACITY, FAST};
 pub use wait::{
-    block_on, block_on_counted, each_mode, submit, try_submit, wait_bounded, wait_for, wait_ready,
-    within, Blocked, HANDLE_LIMIT, TEST_LIMIT,
+    block_on, block_on_counted, each_mode, poll_for, ready_within, submit, try_submit,
+    wait_bounded, wait_for, wait_ready, within, Blocked, HANDLE_LIMIT, TEST_LIMIT,
 };

@@ -52,3 +52,15 @@ impl TierSetup for OptionsBuilder {
             .tier(TierConfig::new("capacity", capacity))
     }
 }
+
+/// The value-log files in `dir`, by name, sorted.
+pub fn vlog_files(fs: &dyn tierkv::env::Fs, dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".vlog"))
+        .collect();
+    v.sort();
+    v
+}

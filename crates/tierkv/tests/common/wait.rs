@@ -64,18 +64,36 @@ pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
     }
 }
 
-/// Polls `is_ready` (backing off from 10 µs to 5 ms) until the handle completes, failing the
-/// test if it is still pending after [`HANDLE_LIMIT`].
-pub fn wait_ready<T>(h: &Handle<T>, what: &str) {
-    let deadline = Instant::now() + HANDLE_LIMIT;
+/// Polls `is_ready` (backing off from 10 µs to 5 ms) until the handle completes or `limit`
+/// passes; false if it is still pending.
+pub fn ready_within<T>(h: &Handle<T>, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
     let mut nap = Duration::from_micros(10);
     while !h.is_ready() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: handle still pending after {HANDLE_LIMIT:?}"
-        );
+        if Instant::now() >= deadline {
+            return false;
+        }
         thread::sleep(nap);
         nap = (nap * 2).min(Duration::from_millis(5));
+    }
+    true
+}
+
+/// Waits until the handle completes, failing the test if it is still pending after
+/// [`HANDLE_LIMIT`].
+pub fn wait_ready<T>(h: &Handle<T>, what: &str) {
+    assert!(
+        ready_within(h, HANDLE_LIMIT),
+        "{what}: handle still pending after {HANDLE_LIMIT:?}"
+    );
+}
+
+/// The handle's result once it completes within `limit`; `None` if it is still pending.
+pub fn poll_for<T>(h: &mut Handle<T>, limit: Duration) -> Option<Result<T>> {
+    if ready_within(h, limit) {
+        h.try_take()
+    } else {
+        None
     }
 }
 
