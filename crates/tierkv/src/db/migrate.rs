@@ -11,7 +11,7 @@
 
 use super::{DbInner, State};
 use crate::env::Lifetime;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::placement::auto::MigrationHint;
 use crate::placement::migrate::{self, FastRoom, Migration};
 use crate::placement::Placer;
@@ -67,40 +67,21 @@ pub(super) fn run(db: &DbInner, m: &Migration) -> Result<()> {
         return Ok(());
     }
     let number = db.allocate_output();
-    let result = copy_and_install(db, m, number);
-    // NB: a failed MANIFEST write may still have reached the disk, so the copy it names stays
-    // pending (never deleted as obsolete), as a flush's or a compaction's outputs do; the
-    // failure stops writes until the database is reopened.
-    if !matches!(result, Err(Failed::Install(_))) {
-        db.clear_pending(std::iter::once(number));
-    }
-    drop(reservation);
-    result.map_err(Failed::into_error)
+    copy_and_install(db, m, number)
 }
 
-/// Where a migration failed.
-enum Failed {
-    /// Copying the table (the copy is removed).
-    Copy(Error),
-    /// Writing the MANIFEST edit that swaps the copy in.
-    Install(Error),
-}
-
-impl Failed {
-    fn into_error(self) -> Error {
-        match self {
-            Failed::Copy(e) | Failed::Install(e) => e,
-        }
-    }
-}
-
-fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> std::result::Result<(), Failed> {
+/// Copies the table to `number` on its new tier and swaps it in. The copy stays pending
+/// (never deleted as obsolete) if the MANIFEST write fails: the edit may still have reached
+/// the disk, as with a flush's or a compaction's outputs, and the failure stops writes until
+/// the database is reopened.
+fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> Result<()> {
     let from = db.tiers.path(m.file.tier, FileKind::Table, m.file.number);
     let to = db.tiers.path(m.to_tier, FileKind::Table, number);
     let copied = copy_table(db, (m.file.tier, &from), (m.to_tier, &to), m.level);
     if let Err(e) = copied {
         let _ = db.tiers.fs().remove_file(&to);
-        return Err(Failed::Copy(e));
+        db.clear_pending(std::iter::once(number));
+        return Err(e);
     }
     let moved = FileMeta {
         number,
@@ -110,7 +91,8 @@ fn copy_and_install(db: &DbInner, m: &Migration, number: u64) -> std::result::Re
     let mut edit = VersionEdit::default();
     edit.deleted_files.push((m.level, m.file.number));
     edit.new_files.push(db.output_ctx().record(m.level, &moved));
-    db.versions.log_and_apply(edit).map_err(Failed::Install)?;
+    db.versions.log_and_apply(edit)?;
+    db.clear_pending(std::iter::once(number));
     Counters::add(&db.counters.migrations, 1);
     Ok(())
 }

@@ -417,9 +417,11 @@ impl Db {
     /// Runs value-log garbage collection in the caller's thread until no value-log file has
     /// `vlog_gc_threshold` of garbage or more (garbage is counted when flushes and compactions
     /// drop pointers: compact first to count it all), then deletes the collected files that no
-    /// snapshot, iterator or read started before the collection can still read. Returns how
-    /// many collected files are kept for such readers (deleted later, once they are gone).
-    /// Without split values it does nothing.
+    /// snapshot, iterator or read started before the collection can still read (flushing the
+    /// memtables first when the writes that made a collected file garbage are not durable
+    /// yet). Returns how many collected files are kept: for such readers, or the
+    /// highest-numbered file until a newer one exists (deleted later). Without split values it
+    /// does nothing.
     pub fn collect_value_log(&self) -> Result<usize> {
         self.inner.collect_value_log()
     }

@@ -146,10 +146,10 @@ impl DbInner {
     /// value log a newer sequence is a change only if the value differs from the snapshot's;
     /// the reads resolve pointers, which costs value-log reads on this path only.
     fn changed_since(&self, key: &[u8], snapshot: &crate::Snapshot) -> Result<bool> {
-        let newer = self
+        if self
             .latest_seq(key)?
-            .filter(|&seq| seq > snapshot.sequence());
-        if newer.is_none() {
+            .is_none_or(|seq| seq <= snapshot.sequence())
+        {
             return Ok(false);
         }
         if self.vlog.is_none() {

@@ -50,8 +50,8 @@ impl DbInner {
     }
 
     /// Collects until no file is due, then deletes the collected files no reader needs (see
-    /// [`crate::Db::collect_value_log`]). Returns how many collected files still wait for
-    /// older readers.
+    /// [`crate::Db::collect_value_log`]). Returns how many collected files are kept
+    /// ([`ValueLog::delete_retired`]).
     pub(super) fn collect_value_log(&self) -> Result<usize> {
         let Some(vlog) = &self.vlog else {
             return Ok(0);
@@ -63,7 +63,7 @@ impl DbInner {
         while self.collect_chunk(vlog, &mut st)? {
             vlog.delete_retired(&mut st, self.value_delete_bar(vlog))?;
         }
-        if vlog.retired_files(&st) > 0 {
+        if vlog.awaits_flush(&st, self.value_delete_bar(vlog)) {
             // The writes that made the collected files garbage, made durable now rather than
             // at some later flush, so their space comes back on return.
             drop(st);

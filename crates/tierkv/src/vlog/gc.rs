@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub(crate) struct GcState {
     /// The file being collected and how far its records were read.
     cursor: Option<Cursor>,
-    /// Collected files waiting for the readers that may still follow their pointers.
+    /// Collected files waiting to be deleted ([`Retired::due`]).
     retired: Vec<Retired>,
     /// Files with a damaged record: kept for good, since records past the damage cannot be
     /// told from it and a live one among them would be lost with the file.
@@ -426,7 +426,12 @@ impl ValueLog {
             .max(self.highest_at_open)
     }
 
-    /// Collected files waiting for older readers to finish.
+    /// Whether a collected file waits for the flush of the writes that made it garbage.
+    pub(crate) fn awaits_flush(&self, st: &GcState, bar: DeleteBar) -> bool {
+        st.retired.iter().any(|r| !r.durable(bar))
+    }
+
+    /// Collected files not deleted yet ([`Retired::due`]).
     pub(crate) fn retired_files(&self, st: &GcState) -> usize {
         st.retired.len()
     }
