@@ -358,6 +358,13 @@ fn set_thread_nice(nice: i32) {
 }
 
 fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
+    if let Err(e) = &result {
+        let resumable = e.is_no_space() && job.may_resume(db) && !db.versions.manifest_failed();
+        db.stop_writes(e, resumable);
+    }
+    // NB: the files the job made obsolete go before it counts as ended, so that a caller of
+    // `wait_for_compactions` finds them gone.
+    db.delete_obsolete_files();
     {
         let mut state = db.state.lock();
         match job {
@@ -382,11 +389,6 @@ fn finish_job(db: &DbInner, job: &Job, result: Result<()>) {
             state.auto_resume_failures = 0;
         }
     }
-    if let Err(e) = result {
-        let resumable = e.is_no_space() && job.may_resume(db) && !db.versions.manifest_failed();
-        db.stop_writes(&e, resumable);
-    }
-    db.delete_obsolete_files();
     db.open_capacity_tables();
     crate::heap::release_free_heap();
     db.bg_cv.notify_all();
