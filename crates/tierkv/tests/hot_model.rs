@@ -550,13 +550,7 @@ fn concurrent_run(seed: u64, cfg: Cfg) {
     }
 }
 
-// NB: out of the default run: its scans still fail about one run in eight on a loaded
-// machine, a scan finding a value older than a key's acknowledged delete (docs/hot-tier.md,
-// "Not done yet"); its point reads, which failed one run in three to six until a read at no
-// snapshot stopped taking a version kept for a snapshot (`HotStore::get`), no longer do.
-// Run it with `--ignored`.
 #[test]
-#[ignore]
 fn concurrent_reads_never_go_back() {
     for (seed, admission, partitions) in [
         (41, HotAdmission::WhenFree, 1),

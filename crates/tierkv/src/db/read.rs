@@ -5,7 +5,7 @@ use super::hot::HotAnswer;
 use super::iter::{level_cursors, DbIterator};
 use super::DbInner;
 use crate::error::Result;
-use crate::hot::iter::HotIter;
+use crate::hot::iter::{HotIter, Reader};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::{KeyHash, Lookup, MemTable};
@@ -215,9 +215,18 @@ impl DbInner {
 
     /// An iterator over the values as the LSM stores them (tagged, with split values).
     pub(super) fn iter_stored(&self, mut opts: ReadOptions) -> Result<DbIterator> {
-        // Hot tier hook: the store's reader is registered before the view is taken.
-        let hot = self.hot_readers(&mut opts);
-        let view = self.read_view(&opts);
+        // Hot tier hook: the store's readers are registered before the view is taken, and
+        // again if a demotion finished in between (`HotIter`'s rules).
+        let (hot, view) = loop {
+            let hot = self.hot_readers(&mut opts);
+            let view = self.read_view(&opts);
+            let current = hot
+                .as_ref()
+                .is_none_or(|(readers, _)| readers.iter().all(Reader::is_current));
+            if current {
+                break (hot, view);
+            }
+        };
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for mem in &view.mems {
             children.push(Box::new(mem.iter()));

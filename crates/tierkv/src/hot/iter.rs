@@ -6,9 +6,11 @@
 //! - It holds a snapshot at its sequence (the database takes one for it, `db::hot`), so a
 //!   version it sees is not freed when a flush supersedes it (`gc_versions` keeps it).
 //! - It registers with the store at the demotion epoch ([`HotStore::reader`]) before its LSM
-//!   version is taken. A demotion that finishes later drops objects whose table that version
-//!   may lack; while an older reader lives, the demotion's objects stay in memory
-//!   ([`Readers`]) and each chunk merges those in its key range.
+//!   version is taken, and no demotion finishes in between (else it registers again,
+//!   [`Reader::is_current`]). A demotion that finishes later drops objects whose table that
+//!   version lacks; while an older reader lives, the demotion's objects stay in memory
+//!   ([`Readers`]) and each chunk merges those in its key range. Whatever in the view
+//!   shadows such an object (a newer version in a memtable or a table) stays in the view.
 //! - A chunk's values are read under the index's read lock, so none of its slots is freed and
 //!   reused in between (a slot is freed under the write lock).
 //!
@@ -91,6 +93,17 @@ impl Readers {
 pub(crate) struct Reader {
     store: Arc<HotStore>,
     epoch: u64,
+}
+
+impl Reader {
+    /// Whether no demotion has finished since the registration. The iterator's view must be
+    /// taken while this holds: a demotion that finished before the view was taken hands the
+    /// reader its objects (`Readers::moved`), which the view need not shadow any more. A
+    /// compaction may since have merged a moved object with a newer delete of its key at the
+    /// bottom level and dropped both, and the moved copy would then come back.
+    pub(crate) fn is_current(&self) -> bool {
+        self.store.epoch() == self.epoch
+    }
 }
 
 impl Drop for Reader {
