@@ -612,7 +612,7 @@ fn main() {
     tierkv::bound_heap_retention();
     let args = Args::parse();
     if let Err(e) = run(&args) {
-        eprintln!("tierkv-bench: {e:#}");
+        eprintln!("tierkv-bench: {}", tierkv::chain_message(e.as_ref()));
         std::process::exit(1);
     }
 }

@@ -71,6 +71,6 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
     if is_broken_pipe(err) {
         return ExitCode::from(OK);
     }
-    eprintln!("tierkv: {err:#}");
+    eprintln!("tierkv: {}", tierkv::chain_message(err.as_ref()));
     ExitCode::from(exit_code(err))
 }

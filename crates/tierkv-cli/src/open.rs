@@ -33,8 +33,8 @@ impl EngineArgs {
     /// The options the flags describe, starting from `base` when there is no config file.
     pub fn options(&self, base: Options) -> Result<Options> {
         let mut opts = match &self.config {
-            Some(path) => Options::from_toml_file(path)
-                .with_context(|| format!("cannot use config file {}", path.display()))?,
+            // NB: the error names the file.
+            Some(path) => Options::from_toml_file(path)?,
             None => base,
         };
         if !self.tiers.is_empty() {

@@ -102,6 +102,16 @@ impl Error {
         Error::InvalidArgument(msg.into())
     }
 
+    /// The message without the `invalid argument: ` prefix of its kind when it is one, for a
+    /// message that puts it in a larger context (a config file's name) and stays of that kind;
+    /// other errors as displayed.
+    pub fn detail(&self) -> String {
+        match self {
+            Error::InvalidArgument(m) => m.clone(),
+            e => e.to_string(),
+        }
+    }
+
     /// True for `Corruption`.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
@@ -221,6 +231,23 @@ impl fmt::Display for Error {
     }
 }
 
+/// `err` and its causes on one line, `: ` between them, each cause shown once: a cause whose
+/// text an earlier message already holds (this crate's I/O errors show their OS error, and
+/// return it as their source too) is not repeated. For programs that print an error chain.
+pub fn chain_message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -234,6 +261,22 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chain_message_shows_each_cause_once() {
+        let enoent = Error::io(
+            "open",
+            "/fast/000009.sst",
+            std::io::Error::from_raw_os_error(libc::ENOENT),
+        );
+        let m = chain_message(&enoent);
+        assert_eq!(m.matches("os error 2").count(), 1, "{m}");
+        let stopped = Error::stopped(&enoent);
+        let m = chain_message(&stopped);
+        assert_eq!(m.matches("os error 2").count(), 1, "{m}");
+        assert!(m.starts_with("writes are stopped"), "{m}");
+        assert_eq!(Error::invalid("size \"x\"").detail(), "size \"x\"");
+    }
 
     #[test]
     fn a_copy_keeps_the_errno() {

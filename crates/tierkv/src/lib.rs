@@ -197,7 +197,7 @@ pub(crate) mod zonefs;
 
 pub use batch::{BatchIter, BatchOp, WriteBatch};
 pub use db::{Db, DbIterator, Entries, LiveFile, Transaction};
-pub use error::{Error, Result};
+pub use error::{chain_message, Error, Result};
 pub use handle::{Handle, ScanEntries};
 pub use heap::bound_heap_retention;
 pub use key::SeqNo;

@@ -734,7 +734,9 @@ impl<'de> Deserialize<'de> for CapacityLevels {
         }
         match Given::deserialize(d)? {
             Given::Count(n) => Ok(CapacityLevels::Fixed(n)),
-            Given::Name(name) => name.parse().map_err(serde::de::Error::custom),
+            Given::Name(name) => name
+                .parse()
+                .map_err(|e: Error| serde::de::Error::custom(e.detail())),
         }
     }
 }

@@ -491,7 +491,7 @@ impl Options {
         let text = String::from_utf8(bytes)
             .map_err(|_| Error::invalid(format!("config file {} is not UTF-8", path.display())))?;
         Self::from_toml_str(&text)
-            .map_err(|e| Error::invalid(format!("config file {}: {e}", path.display())))
+            .map_err(|e| Error::invalid(format!("config file {}: {}", path.display(), e.detail())))
     }
 
     /// Moves the flat option names of earlier files (`write_buffer_size = ...`,

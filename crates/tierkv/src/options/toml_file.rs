@@ -15,8 +15,11 @@ pub(super) fn parse(text: &str) -> Result<Options> {
     let mut table: toml::Table =
         toml::from_str(text).map_err(|e| Error::invalid(format!("TOML: {e}")))?;
     move_flat_keys(&mut table)?;
-    Options::deserialize(toml::Value::Table(table))
-        .map_err(|e| Error::invalid(format!("TOML: {e}")))
+    // NB: on one line: the message ends "\nin `group.option`\n" (no source snippet here).
+    Options::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let message = e.to_string();
+        Error::invalid(format!("TOML: {}", message.trim_end().replace('\n', " ")))
+    })
 }
 
 /// Moves each flat key of an earlier configuration file into its group's table.
@@ -103,7 +106,7 @@ enum SizeValue {
 pub(super) fn de_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match SizeValue::deserialize(d)? {
         SizeValue::Int(v) => Ok(v),
-        SizeValue::Text(s) => parse_size(&s).map_err(serde::de::Error::custom),
+        SizeValue::Text(s) => parse_size(&s).map_err(|e| serde::de::Error::custom(e.detail())),
     }
 }
 
