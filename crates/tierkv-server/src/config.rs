@@ -335,7 +335,7 @@ impl Args {
         let engine_error = |e: tierkv::Error| match &self.config {
             Some(path) => ConfigError::File {
                 path: path.clone(),
-                what: e.to_string(),
+                what: e.detail(),
             },
             None => ConfigError::Engine(e),
         };
