@@ -96,12 +96,29 @@ fn check_format_version(edits: &[VersionEdit], path: &Path) -> Result<()> {
     }
 }
 
+/// Appends the encoded edit `edit` to a MANIFEST, syncs it, then appends and syncs an empty
+/// record, the edit's voucher: the voucher's `synced_through` covers the edit, so damage to
+/// the edit reads as corruption from then on, not as a torn tail. The database acts on an
+/// edit (deletes the WALs and tables it retires) only once this returns; without a voucher a
+/// damaged last edit would be dropped at open as one whose sync never completed, and what it
+/// recorded lost with the files already deleted.
+fn append_vouched(writer: &mut LogWriter, edit: &[u8]) -> Result<()> {
+    writer.add_record(edit)?;
+    writer.sync()?;
+    writer.add_record(&[])?;
+    writer.sync()
+}
+
 /// Reads every edit of a MANIFEST file. A torn last record is tolerated (its edit was never
-/// acknowledged); any other damage is corruption.
+/// acted on: see [`append_vouched`]); any other damage is corruption. Vouchers (empty
+/// records) are skipped.
 pub fn read_edits(fs: &dyn Fs, path: &Path) -> Result<Vec<VersionEdit>> {
     let mut reader = LogReader::open(fs, path, RecoveryMode::TolerateCorruptedTail)?;
     let mut edits = Vec::new();
     while let Some((offset, payload)) = reader.next_record()? {
+        if payload.is_empty() {
+            continue;
+        }
         let edit = VersionEdit::decode(payload)
             .map_err(|what| Error::corruption(path, offset, format!("MANIFEST edit: {what}")))?;
         edits.push(edit);
@@ -311,8 +328,7 @@ impl VersionSet {
         let base = self.current();
         let version = self.apply_edit(&base, &edit)?;
         self.fill_edit_totals(&mut edit);
-        writer.add_record(&self.snapshot_edit(&version, &edit).encode())?;
-        writer.sync()?;
+        append_vouched(&mut writer, &self.snapshot_edit(&version, &edit).encode())?;
         let current = format!("{}\n", crate::tier::file_name(FileKind::Manifest, number));
         env::write_file_atomic(
             self.tiers.fs().as_ref(),
@@ -388,9 +404,7 @@ impl VersionSet {
         self.fill_edit_totals(&mut edit);
         let base = self.current();
         let version = self.apply_edit(&base, &edit)?;
-        let written = manifest.writer.add_record(&edit.encode());
-        written
-            .and_then(|_| manifest.writer.sync())
+        append_vouched(&mut manifest.writer, &edit.encode())
             .inspect_err(|_| self.note_manifest_failed())?;
         Ok(self.install_edit(&base, &edit, version))
     }
