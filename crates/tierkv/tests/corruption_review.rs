@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{key6, tiny, Model, TierSetup};
+use common::{Model, TierSetup, key6, tiny};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
