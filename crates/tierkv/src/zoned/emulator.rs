@@ -176,13 +176,12 @@ impl EmulatedZoned {
     /// Opens an existing device with the geometry its superblock records (and the default
     /// limits).
     pub fn open_existing(fs: &dyn Fs, path: &Path, plp: bool) -> Result<EmulatedZoned> {
-        // NB: `open` checks the checksum; a damaged field fails validation first, naming the
-        // file.
         EmulatedZoned::open(fs, path, Self::recorded_geometry(fs, path)?, plp)
     }
 
     /// The geometry an existing device's superblock records (with the default limits),
-    /// without opening the device; its checksum is checked when the device is opened.
+    /// without opening the device. A superblock whose checksum fails is `Corruption`: its
+    /// fields are not trusted, not even to be reported as an invalid geometry.
     pub fn recorded_geometry(fs: &dyn Fs, path: &Path) -> Result<Geometry> {
         let mut sb = vec![0u8; SUPER_BODY + 4];
         let file = fs.open_read(path)?;
@@ -198,6 +197,13 @@ impl EmulatedZoned {
         file.read_exact_at(0, &mut sb)?;
         if &sb[..8] != MAGIC {
             return Err(not_device());
+        }
+        if coding::get_u32(&sb[SUPER_BODY..]) != Some(coding::crc(&sb[..SUPER_BODY])) {
+            return Err(Error::corruption(
+                path,
+                0,
+                "zoned device superblock checksum mismatch",
+            ));
         }
         let mut r = coding::Decoder::new(&sb[12..SUPER_BODY]);
         let mut g = Geometry::new(DEFAULT_LBA, 1);

@@ -52,11 +52,17 @@ impl ZonedTierImage {
 
     /// Byte offset of `offset` of `zone` in the device's data.
     fn device_offset(&self, zone: u32, offset: u64) -> u64 {
-        u64::from(zone) * self.geometry.zone_size + offset
+        // NB: saturating, as every sum over a damaged journal's extents: the check reports
+        // them rather than overflowing.
+        u64::from(zone)
+            .saturating_mul(self.geometry.zone_size)
+            .saturating_add(offset)
     }
 
     fn occupied(&self, e: &ZoneExtent) -> u64 {
-        e.len.div_ceil(self.geometry.lba) * self.geometry.lba
+        e.len
+            .div_ceil(self.geometry.lba)
+            .saturating_mul(self.geometry.lba)
     }
 
     fn check_files(&self, problems: &mut Vec<(u64, String)>, summary: &mut ZoneCheck) {
@@ -68,8 +74,8 @@ impl ZonedTierImage {
             let mut total = 0u64;
             for e in &f.extents {
                 summary.extents += 1;
-                total += e.len;
-                let end = e.offset + self.occupied(e);
+                total = total.saturating_add(e.len);
+                let end = e.offset.saturating_add(self.occupied(e));
                 let at = self.device_offset(e.zone, e.offset);
                 let zone = self.zones.get(e.zone as usize);
                 let problem = match zone {
@@ -152,7 +158,7 @@ impl ZonedTierImage {
             }
             if z.live_bytes > 0 {
                 summary.zones_in_use += 1;
-                summary.live_bytes += z.live_bytes;
+                summary.live_bytes = summary.live_bytes.saturating_add(z.live_bytes);
             }
         }
     }

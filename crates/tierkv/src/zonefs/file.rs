@@ -133,10 +133,14 @@ impl ZoneWriter {
             let room = self.fs.zones.lock().capacity - wp;
             let n = room.min(total - done).min(MAX_WRITE);
             let chunk = &data[done as usize..(done + n) as usize];
-            self.fs
-                .dev
-                .write(zone, wp, chunk, false)
-                .map_err(|e| self.write_error(e, zone, wp))?;
+            if let Err(e) = self.fs.dev.write(zone, wp, chunk, false) {
+                let mut z = self.fs.zones.lock();
+                self.fs.take_device_wp(&mut z, zone);
+                drop(z);
+                // NB: the next write takes a zone afresh, at its write pointer.
+                self.give_back_zone();
+                return Err(self.write_error(e, zone, wp));
+            }
             let file_bytes = if done + n == total { n - padding } else { n };
             self.note_written(zone, wp, n, file_bytes);
             done += n;

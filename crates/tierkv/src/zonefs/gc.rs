@@ -281,6 +281,8 @@ impl Inner {
                     let slot = &mut z.slots[zone as usize];
                     slot.wp += n;
                     slot.live += n;
+                } else {
+                    self.take_device_wp(&mut z, zone);
                 }
                 z.release(zone);
             }

@@ -8,8 +8,8 @@
 //! newest complete journal generation, as recovery would read it, without writing anything).
 
 use super::file::{read_extents, FileNode};
-use super::journal::{Extent, Replayed};
-use super::recover::newest_generation;
+use super::journal::{Extent, FileRecord, Replayed};
+use super::recover::{check_extents, newest_generation};
 use super::zones::{ZoneSlot, ZoneUse};
 use super::{ZoneFs, DEVICE_FILE, META_ZONES};
 use crate::env::{Fs, RandomAccessFile};
@@ -139,7 +139,8 @@ fn owners(g: &ZoneGeometry, files: &[ZoneFileView]) -> (Vec<u64>, Vec<Vec<String
             let Some(slot) = live.get_mut(e.zone as usize) else {
                 continue; // NB: the check reports it.
             };
-            *slot += e.len.div_ceil(g.lba) * g.lba;
+            // NB: saturating: a damaged extent's length is the check's to report.
+            *slot = slot.saturating_add(e.len.div_ceil(g.lba).saturating_mul(g.lba));
             let names = &mut owners[e.zone as usize];
             if names.last() != Some(&f.name) {
                 names.push(f.name.clone());
@@ -200,6 +201,9 @@ impl ZoneFs {
     /// lock order) so that no writer changes them in between.
     pub(crate) fn image(&self) -> ZonedTierImage {
         let inner = &self.inner;
+        // NB: a collection counts its copies' live bytes before it commits them to their
+        // files: taken in between, the image would not add up.
+        let _no_collection = inner.gc_lock.lock();
         let meta = inner.meta.lock();
         let mut nodes: Vec<(&String, &Arc<FileNode>)> = meta.files.iter().collect();
         nodes.sort_by(|a, b| a.0.cmp(b.0));
@@ -373,9 +377,10 @@ impl ZonedDir {
                     std::io::Error::from(std::io::ErrorKind::NotFound),
                 )
             })?;
-        Ok(Arc::new(ExtentFile {
-            dev: Arc::clone(&self.dev),
-            lba: self.image.geometry.lba,
+        let record = FileRecord {
+            id: 0,
+            name: file.name.clone(),
+            size: file.size,
             extents: file
                 .extents
                 .iter()
@@ -385,6 +390,14 @@ impl ZonedDir {
                     len: e.len,
                 })
                 .collect(),
+        };
+        // The image keeps a damaged journal's extents for the check to report; a read
+        // through them would return other bytes (a metadata zone's, zeros) or overflow.
+        check_extents(&record, self.dev.geometry(), &self.image.device)?;
+        Ok(Arc::new(ExtentFile {
+            dev: Arc::clone(&self.dev),
+            lba: self.image.geometry.lba,
+            extents: record.extents,
             size: file.size,
             path,
         }))

@@ -43,9 +43,10 @@ pub(crate) struct Extent {
 }
 
 impl Extent {
-    /// Bytes of the zone the extent occupies.
+    /// Bytes of the zone the extent occupies (saturating: a damaged journal's length must
+    /// fail the extent checks, not overflow).
     pub fn occupied(&self, lba: u64) -> u64 {
-        self.len.div_ceil(lba) * lba
+        self.len.div_ceil(lba).saturating_mul(lba)
     }
 }
 

@@ -454,6 +454,16 @@ impl Inner {
         )
     }
 
+    /// After a failed write to `zone`, takes the device's write pointer when it is ahead: the
+    /// failed write may have moved it (its bytes are dead), and a stale one would make every
+    /// later write to the zone fail until a reopen.
+    fn take_device_wp(&self, z: &mut ZoneTable, zone: ZoneId) {
+        if let Ok(info) = self.dev.zone(zone) {
+            let slot = &mut z.slots[zone as usize];
+            slot.wp = slot.wp.max(info.write_pointer);
+        }
+    }
+
     /// A writer gives its zone back.
     fn release_zone(&self, id: ZoneId) {
         self.zones.lock().release(id);
