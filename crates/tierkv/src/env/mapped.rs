@@ -372,6 +372,22 @@ impl MappedAppend {
         Ok(())
     }
 
+    /// Gives back the storage allocated past the file's length (`extend_exact`'s steps ahead):
+    /// a closed file is never appended to again, and on tmpfs or DAX those blocks would stay
+    /// taken, up to a step per file, until the file is removed. Best effort: the bytes are
+    /// unaffected either way, so a mount that cannot punch holes keeps the blocks.
+    fn release_allocated_tail(&mut self) {
+        use std::os::unix::io::AsRawFd;
+        if self.allocated <= self.len {
+            return;
+        }
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let (from, len) = (self.len as i64, (self.allocated - self.len) as i64);
+        // SAFETY: the descriptor is open for writing for the duration of the call.
+        let _ = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, from, len) };
+        self.allocated = self.len;
+    }
+
     /// Makes a cut length durable (`fdatasync`) where it is not yet.
     fn sync_cut(&mut self) -> Result<()> {
         if self.cut_unsynced {
@@ -473,6 +489,7 @@ impl WritableFile for MappedAppend {
         // so a closed file is the same byte for byte on every kind of tier.
         self.map = None;
         self.cut_back()?;
+        self.release_allocated_tail();
         self.sync_cut()
     }
 }
