@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Model, TierSetup, key6, tiny};
+use common::{key6, tiny, Model, TierSetup};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
