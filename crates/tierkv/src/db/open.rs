@@ -14,7 +14,7 @@ use crate::compaction::EntryFilter;
 use crate::error::{Error, Result};
 use crate::hot::{HotPartitions, VecIter};
 use crate::memtable::MemTable;
-use crate::options::{HotTier, Options, Placement, RecoveryMode};
+use crate::options::{HotTier, Options, Placement, RecoveryMode, WalMode};
 use crate::placement::iomon::{IoMonitor, WindowConfig};
 use crate::placement::Placer;
 use crate::snapshot::SnapshotList;
@@ -32,6 +32,11 @@ pub const LOCK_FILE: &str = "LOCK";
 
 pub(super) fn open(mut opts: Options) -> Result<DbInner> {
     opts.validate()?;
+    // ZONED WAL: its device's options are checked before recovery rewrites anything.
+    if opts.wal.mode == WalMode::Zoned {
+        let device = opts.tiers[0].path.join(crate::wal::append::zones::DEVICE);
+        crate::wal::append::zones::check_options(&opts, &device)?;
+    }
     // ZONED TABLES: from here on `opts.fs` sends zoned tiers' files to their devices.
     let zoned = crate::zonefs::route_zoned_tiers(&mut opts)?;
     // PM TIERS: from here on `opts.fs` also maps the files of tiers of kind `pm` (routed

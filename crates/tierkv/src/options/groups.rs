@@ -261,7 +261,9 @@ pub struct WalOptions {
     /// multiple of 4 KiB. Default 16 MiB.
     #[serde(deserialize_with = "de_size")]
     pub zone_size: u64,
-    /// Zoned WAL: zones of the device; at least 3 (one active, two reserved). Default 16.
+    /// Zoned WAL: zones of the device; at least 3 (one active, two reserved) and enough
+    /// beside those for each memtable's log to hold a batch (checked with `zone_size`); at
+    /// most 1048576. Default 16.
     pub zones: u32,
     /// Zoned WAL: the device has power-loss protection (completed appends are durable).
     /// Default false.

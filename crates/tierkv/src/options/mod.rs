@@ -46,7 +46,9 @@ pub struct TierConfig {
     pub name: String,
     /// Directory of the tier (created if missing when the DB is created).
     pub path: PathBuf,
-    /// Budget in bytes for files placed on this tier; `u64::MAX` means unlimited.
+    /// Budget in bytes for files placed on this tier; `u64::MAX` means unlimited. At least a
+    /// table (the smaller of `target_file_size` and `write_buffer_size`); on tier 0 the WAL
+    /// reserve and two tables.
     #[serde(default = "unlimited", deserialize_with = "toml_file::de_size")]
     pub capacity: u64,
     /// Read this tier's tables with `O_DIRECT`, through the block cache only (SpanDB's kernel
@@ -63,7 +65,7 @@ pub struct TierConfig {
     #[serde(default = "default_zone_size", deserialize_with = "toml_file::de_size")]
     pub zone_size: u64,
     /// With `tables = "zones"`: zones of the device, two of them for its metadata journal.
-    /// Default 64; at least 4.
+    /// Default 64; at least 4, at most 1048576.
     #[serde(default = "default_zones")]
     pub zones: u32,
     /// What the tier's directory is: a block device's file system (`"block"`, the default) or
@@ -283,6 +285,10 @@ impl Options {
             ));
         }
         check_range("tiers (count)", self.tiers.len(), 1, 16)?;
+        let table = self
+            .compaction
+            .target_file_size
+            .min(self.memtable.write_buffer_size as u64);
         for (i, t) in self.tiers.iter().enumerate() {
             let valid_name = !t.name.is_empty()
                 && t.name.len() <= 64
@@ -310,6 +316,15 @@ impl Options {
                     t.path.display()
                 )));
             }
+            // NB: a table placed on a later tier never moves up, so one whose budget holds
+            // no table fails every flush or compaction placed there (tier 0 is checked below).
+            if i > 0 && t.capacity < table {
+                return Err(Error::invalid(format!(
+                    "option tiers[{i}].capacity = {} is too small: it must hold a table \
+                     ({table} bytes; see target_file_size and write_buffer_size)",
+                    t.capacity
+                )));
+            }
             self.validate_zoned_tables(i, t)?;
             if t.kind == TierKind::Pm && t.tables == TierTables::Zones {
                 return Err(Error::invalid(format!(
@@ -320,12 +335,11 @@ impl Options {
             }
         }
         let reserve = self.wal_reserve();
-        let tables = 2 * self
-            .compaction
-            .target_file_size
-            .min(self.memtable.write_buffer_size as u64);
+        let tables = 2 * table;
         let fast = self.tiers[0].capacity;
-        if fast != u64::MAX && fast < reserve.saturating_add(tables) {
+        // NB: an unlimited tier 0 is checked too: a reserve near `u64::MAX` leaves its tables
+        // no room at all.
+        if fast.saturating_sub(reserve) < tables {
             return Err(Error::invalid(format!(
                 "option tiers[0].capacity = {fast} is too small: it must hold the WAL reserve \
                  ({reserve} bytes; see fast_tier_wal_reserve, write_buffer_size and \
@@ -333,8 +347,7 @@ impl Options {
             )));
         }
         if let Some(flush) = self.placement.fast_tier_flush_reserve {
-            let needed = reserve.saturating_add(flush).saturating_add(tables);
-            if fast != u64::MAX && fast < needed {
+            if fast.saturating_sub(reserve).saturating_sub(flush) < tables {
                 return Err(Error::invalid(format!(
                     "option fast_tier_flush_reserve = {flush} is too large: tiers[0].capacity = \
                      {fast} must hold the WAL reserve ({reserve} bytes), the flush reserve and \

@@ -185,6 +185,9 @@ struct Active {
     size: u64,
     /// Its sync side, shared with writers waiting for durability.
     sync: Arc<FileSync>,
+    /// An append failed: part of its records may follow `size`, so the next append starts
+    /// a new file (see `append_records`).
+    torn: bool,
 }
 
 /// The value log of one open database: the router for writes and the resolver for reads.
@@ -514,7 +517,10 @@ impl ValueLog {
             spans,
         } = records;
         let mut guard = self.active.lock();
-        if guard.as_ref().is_none_or(|a| a.size >= self.file_limit) {
+        if guard
+            .as_ref()
+            .is_none_or(|a| a.size >= self.file_limit || a.torn)
+        {
             self.start_file(&mut guard)?;
         }
         let active = guard.as_mut().expect("created above");
@@ -522,7 +528,13 @@ impl ValueLog {
         // NB: counted in flight before the append, so a failed append's bytes are counted
         // too (the file's size says they may be there).
         let in_flight = self.files.appended(active.number, records.len() as u64);
-        active.file.append(records)?;
+        if let Err(e) = active.file.append(records) {
+            // NB: a device that filled up part way kept some of the bytes, past `size`:
+            // records appended after them would be read at the wrong offsets, and collection
+            // would meet a cut record mid-file. In a new file they stay this one's torn tail.
+            active.torn = true;
+            return Err(e);
+        }
         active.size += records.len() as u64;
         if self.sync_each_append {
             active.file.sync()?;
@@ -574,6 +586,7 @@ impl ValueLog {
             file,
             size: 0,
             sync,
+            torn: false,
         });
         self.active_number.store(number, Ordering::Release);
         Ok(())

@@ -41,6 +41,10 @@ pub(crate) const DEFAULT_MAX_OPEN: u32 = 14;
 /// Zones open or closed at once unless configured otherwise.
 pub(crate) const DEFAULT_MAX_ACTIVE: u32 = 14;
 
+/// Most zones a device may have: its zone table (8 bytes a zone) is read and kept whole in
+/// memory, so a count in the billions would allocate tens of GiB. Real devices have thousands.
+pub(crate) const MAX_ZONES: u32 = 1 << 20;
+
 /// Index of a zone, from 0.
 pub(crate) type ZoneId = u32;
 
@@ -111,6 +115,12 @@ impl Geometry {
             return bad(format!(
                 "{} zones of {} bytes with LBA {} do not fit a 64-bit device",
                 self.zones, self.zone_size, self.lba
+            ));
+        }
+        if self.zones > MAX_ZONES {
+            return bad(format!(
+                "{} zones is more than the {MAX_ZONES} a device may have",
+                self.zones
             ));
         }
         if self.max_open == 0 || self.max_active < self.max_open {

@@ -30,7 +30,7 @@ use crate::zoned::emulator::EmulatedZoned;
 use crate::zoned::log::ZoneLog;
 use crate::zoned::{Geometry, ZoneState, ZonedDevice};
 use parking_lot::Mutex;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -64,11 +64,8 @@ impl ZoneWal {
     /// recovery has replayed and flushed what they held.
     pub fn open(opts: &Options, tiers: &Tiers) -> Result<ZoneWal> {
         let path = tiers.fast().dir.join(DEVICE);
+        check_options(opts, &path)?;
         let g = Geometry::new(opts.wal.zone_size, opts.wal.zones);
-        g.validate(&format!(
-            "zoned WAL device {} (options wal.zone_size, wal.zones)",
-            path.display()
-        ))?;
         let dev = Arc::new(EmulatedZoned::open(
             tiers.fs().as_ref(),
             &path,
@@ -244,6 +241,37 @@ pub(crate) fn remove(tiers: &Tiers) -> Result<()> {
 /// Payload bytes of a batch each part record carries when one append holds `limit` bytes.
 fn part_bytes(limit: u64) -> usize {
     limit as usize - HEADER - PART_HEADER
+}
+
+/// Checks the device options (`wal.zone_size`, `wal.zones`) of the WAL's device at `device`,
+/// which `Db::open` does before recovery writes anything: a geometry no device can have, too
+/// few zones for an active one and the reserved ones, or zones whose share for each memtable's
+/// log holds no batch, so that every write would be refused.
+pub(crate) fn check_options(opts: &Options, device: &Path) -> Result<()> {
+    let (zone_size, zones) = (opts.wal.zone_size, opts.wal.zones);
+    Geometry::new(zone_size, zones).validate(&format!(
+        "zoned WAL device {} (options wal.zone_size, wal.zones)",
+        device.display()
+    ))?;
+    let least = crate::zoned::log::RESERVED + 1;
+    if (zones as usize) < least {
+        return Err(Error::invalid(format!(
+            "zoned device {}: the WAL needs at least {least} zones (one active, {} reserved \
+             empty); option wal.zones is {zones}",
+            device.display(),
+            crate::zoned::log::RESERVED
+        )));
+    }
+    if opts.max_batch_bytes() == 0 {
+        return Err(Error::invalid(format!(
+            "zoned WAL device {}: options wal.zones = {zones} and wal.zone_size = {zone_size} \
+             leave the {} memtables' logs no room for a batch beside the active and reserved \
+             zones; give more or larger zones",
+            device.display(),
+            opts.wal_groups()
+        )));
+    }
+    Ok(())
 }
 
 /// The largest batch encoding `wal = "zoned"` accepts with zones of `zone_size` bytes, `zones`
