@@ -10,9 +10,10 @@
 
 mod common;
 
-use common::{assert_scan_matches, key6, tiny, FsImage, Model, TierSetup, CAPACITY, FAST};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use common::{
+    assert_scan_matches, compacted_tables, damage_options, fill_noise, key6, middle_table,
+    noise_value, tiny, FsImage, Model, TierSetup, CAPACITY, FAST,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tierkv::env::{FaultFs, Fs};
@@ -21,30 +22,13 @@ use tierkv::{
 };
 
 fn options(fs: &Arc<FaultFs>) -> Options {
-    tiny().fault_tiers().fs(fs.clone()).build().unwrap()
+    damage_options(fs)
 }
 
 fn with_mode(fs: &Arc<FaultFs>, mode: RecoveryMode) -> Options {
     let mut opts = options(fs);
     opts.wal.recovery_mode = mode;
     opts
-}
-
-/// 120 pseudo-random printable bytes: incompressible enough that tables hold many blocks.
-fn value(i: usize) -> Vec<u8> {
-    let mut rng = SmallRng::seed_from_u64(i as u64);
-    (0..120).map(|_| rng.gen_range(b'!'..=b'~')).collect()
-}
-
-/// Puts keys `range` with `durability`, returning what was stored.
-fn fill(db: &Db, range: std::ops::Range<usize>, durability: Durability) -> Model {
-    let w = WriteOptions { durability };
-    range
-        .map(|i| {
-            db.put(&w, &key6(i), &value(i)).unwrap();
-            (key6(i), value(i))
-        })
-        .collect()
 }
 
 fn assert_holds(db: &Db, model: &Model, what: &str) {
@@ -133,7 +117,7 @@ fn wals_with_records(fs: &FaultFs) -> Vec<PathBuf> {
 /// 100 `Sync` puts in one WAL, then a clean close; returns the WAL and its record offsets.
 fn synced_wal(fs: &Arc<FaultFs>) -> (Model, PathBuf, Vec<usize>) {
     let db = Db::open(options(fs)).unwrap();
-    let model = fill(&db, 0..100, Durability::Sync);
+    let model = fill_noise(&db, 0..100, Durability::Sync);
     drop(db);
     let wals = wals_with_records(fs);
     assert_eq!(wals.len(), 1, "expected one WAL with records: {wals:?}");
@@ -187,7 +171,7 @@ fn wal_flip_in_lenient_modes_opens_with_what_is_intact() {
         fs.flip_bit(&wal, offsets[50] as u64 + 30, 0);
         let db = Db::open(with_mode(&fs, mode))
             .unwrap_or_else(|e| panic!("{mode}: open with a damaged WAL: {e}"));
-        let mut model: Model = kept.iter().map(|&i| (key6(i), value(i))).collect();
+        let mut model: Model = kept.iter().map(|&i| (key6(i), noise_value(i))).collect();
         assert_holds(&db, &model, &format!("{mode} recovery"));
         db.put(&WriteOptions::sync(), b"after", b"recovery")
             .unwrap();
@@ -217,7 +201,7 @@ fn two_live_wals(fs: &Arc<FaultFs>, extra: usize) -> (Options, PathBuf, PathBuf,
     let mut acked = 0;
     let mut left = None;
     while left != Some(0) {
-        match db.put(&WriteOptions::sync(), &key6(acked), &value(acked)) {
+        match db.put(&WriteOptions::sync(), &key6(acked), &noise_value(acked)) {
             Ok(()) => {}
             // The failing flush stops writes by design; the newer WAL already holds at least
             // one acknowledged record, which is what the callers need.
@@ -265,7 +249,7 @@ fn damage_at_the_end_of_a_sealed_wal(extra: usize) {
     pit.wal.recovery_mode = RecoveryMode::PointInTime;
     let db = Db::open(pit).unwrap_or_else(|e| panic!("PointInTime open: {e}"));
     let prefix = offsets.len() - 1;
-    let model: Model = (0..prefix).map(|i| (key6(i), value(i))).collect();
+    let model: Model = (0..prefix).map(|i| (key6(i), noise_value(i))).collect();
     assert_holds(&db, &model, "PointInTime with a damaged sealed WAL");
 }
 
@@ -290,7 +274,7 @@ fn damage_at_the_end_of_a_sealed_wal_before_one_synced_record() {
 fn wal_flip_sweep_never_yields_a_hole() {
     let fs = FaultFs::new(9);
     let db = Db::open(options(&fs)).unwrap();
-    fill(&db, 0..40, Durability::Sync);
+    fill_noise(&db, 0..40, Durability::Sync);
     drop(db);
     let wal = wals_with_records(&fs).pop().unwrap();
     let offsets = record_offsets(&fs.file_contents(&wal).unwrap());
@@ -302,7 +286,7 @@ fn wal_flip_sweep_never_yields_a_hole() {
         let bit = (at % 8) as u8;
         let r = record_of(at);
         let what = format!("bit {bit} of byte {at} (record {r} of {})", offsets.len());
-        let before: Model = (0..r).map(|i| (key6(i), value(i))).collect();
+        let before: Model = (0..r).map(|i| (key6(i), noise_value(i))).collect();
         let fs = img.materialize(0);
         fs.flip_bit(&wal, at as u64, bit);
         match Db::open(options(&fs)) {
@@ -328,7 +312,7 @@ fn wal_flip_sweep_never_yields_a_hole() {
 #[test]
 fn table_flip_sweep_is_always_detected() {
     let fs = FaultFs::new(10);
-    let (model, files) = tables(options(&fs));
+    let (model, files) = compacted_tables(options(&fs));
     let table = middle_table(&files);
     let len = fs.file_contents(&table.path).unwrap().len();
     let img = FsImage::take(&fs);
@@ -365,23 +349,6 @@ fn table_flip_sweep_is_always_detected() {
 // ---------------------------------------------------------------------------------------------
 // Tables
 // ---------------------------------------------------------------------------------------------
-
-/// 3000 keys flushed and compacted into tables; returns what was stored and the live tables.
-fn tables(opts: Options) -> (Model, Vec<LiveFile>) {
-    let db = Db::open(opts).unwrap();
-    let model = fill(&db, 0..3000, Durability::Flush);
-    db.compact_range(None, None).unwrap();
-    let files = db.live_files();
-    assert!(files.len() >= 3, "expected several tables: {files:?}");
-    (model, files)
-}
-
-/// A table in the middle of the key range with more than one data block.
-fn middle_table(files: &[LiveFile]) -> LiveFile {
-    let mut files = files.to_vec();
-    files.sort_by(|a, b| a.smallest.cmp(&b.smallest));
-    files[files.len() / 2].clone()
-}
 
 /// With one flipped bit in data block 0 of `table`: verify_checksums, a get of its first key
 /// and a full scan report corruption naming it; every other read returns stored data only.
@@ -454,7 +421,7 @@ fn check_damaged_table(db: &Db, model: &Model, table: &LiveFile) {
 #[test]
 fn table_flip_is_reported_never_returned() {
     let fs = FaultFs::new(4);
-    let (model, files) = tables(options(&fs));
+    let (model, files) = compacted_tables(options(&fs));
     let table = middle_table(&files);
     fs.flip_bit(&table.path, 100, 6);
     let db = Db::open(options(&fs)).unwrap();
@@ -472,7 +439,7 @@ fn table_flip_is_reported_never_returned() {
 #[test]
 fn compaction_over_a_damaged_table_loses_nothing() {
     let fs = FaultFs::new(11);
-    let (mut model, files) = tables(options(&fs));
+    let (mut model, files) = compacted_tables(options(&fs));
     let table = middle_table(&files);
     fs.flip_bit(&table.path, 100, 2);
     let db = Db::open(options(&fs)).unwrap();
@@ -519,7 +486,7 @@ fn compaction_over_a_damaged_table_loses_nothing() {
 #[test]
 fn damaged_tier_identity_fails_open() {
     let fs = FaultFs::new(12);
-    let (model, _) = tables(options(&fs));
+    let (model, _) = compacted_tables(options(&fs));
     for dir in [FAST, CAPACITY] {
         let tier = Path::new(dir).join("TIER");
         fs.flip_bit(&tier, 3, 0);
@@ -539,7 +506,7 @@ fn damaged_tier_identity_fails_open() {
 fn table_flip_on_real_files_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let opts = || tiny().tiers_in(dir.path()).build().unwrap();
-    let (model, files) = tables(opts());
+    let (model, files) = compacted_tables(opts());
     let table = middle_table(&files);
     let flip = |path: &Path| {
         let mut bytes = std::fs::read(path).unwrap();
@@ -559,7 +526,7 @@ fn table_flip_on_real_files_is_reported() {
 #[test]
 fn truncated_table_is_reported() {
     let fs = FaultFs::new(5);
-    let (model, files) = tables(options(&fs));
+    let (model, files) = compacted_tables(options(&fs));
     let table = middle_table(&files);
     let bytes = fs.file_contents(&table.path).unwrap();
     fs.write_raw(&table.path, &bytes[..bytes.len() / 2]);
@@ -587,10 +554,10 @@ fn truncated_table_is_reported() {
 #[test]
 fn missing_table_fails_open_naming_it() {
     let fs = FaultFs::new(6);
-    let (mut model, _) = tables(options(&fs));
+    let (mut model, _) = compacted_tables(options(&fs));
     // Add an L0 table, which lives on the fast tier.
     let db = Db::open(options(&fs)).unwrap();
-    model.extend(fill(&db, 5000..5100, Durability::Flush));
+    model.extend(fill_noise(&db, 5000..5100, Durability::Flush));
     db.flush().unwrap();
     let files = db.live_files();
     drop(db);
@@ -630,7 +597,11 @@ fn db_with_edits(fs: &Arc<FaultFs>) -> Model {
     let db = Db::open(options(fs)).unwrap();
     let mut model = Model::new();
     for round in 0..4 {
-        model.extend(fill(&db, round * 200..round * 200 + 200, Durability::Flush));
+        model.extend(fill_noise(
+            &db,
+            round * 200..round * 200 + 200,
+            Durability::Flush,
+        ));
         db.flush().unwrap();
     }
     model

@@ -6,9 +6,10 @@
 
 mod common;
 
-use common::{key6, tiny, Model, TierSetup};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use common::{
+    compacted_tables, damage_options, fill_noise, key6, middle_table, noise_value, tiny, Model,
+    TierSetup,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tierkv::env::{FaultFs, Fs};
@@ -16,41 +17,11 @@ use tierkv::inspect::{self, InternalIterator};
 use tierkv::{Db, Durability, Error, LiveFile, Options, ReadOptions, Result, WriteOptions};
 
 fn options(fs: &Arc<FaultFs>) -> Options {
-    tiny().fault_tiers().fs(fs.clone()).build().unwrap()
-}
-
-/// 120 pseudo-random printable bytes: incompressible enough that tables hold many blocks.
-fn value(i: usize) -> Vec<u8> {
-    let mut rng = SmallRng::seed_from_u64(i as u64);
-    (0..120).map(|_| rng.gen_range(b'!'..=b'~')).collect()
+    damage_options(fs)
 }
 
 fn fill(db: &Db, range: std::ops::Range<usize>) -> Model {
-    let w = WriteOptions {
-        durability: Durability::Flush,
-    };
-    range
-        .map(|i| {
-            db.put(&w, &key6(i), &value(i)).unwrap();
-            (key6(i), value(i))
-        })
-        .collect()
-}
-
-/// 3000 keys flushed and compacted into tables; returns what was stored and the live tables.
-fn tables(opts: Options) -> (Model, Vec<LiveFile>) {
-    let db = Db::open(opts).unwrap();
-    let model = fill(&db, 0..3000);
-    db.compact_range(None, None).unwrap();
-    let files = db.live_files();
-    assert!(files.len() >= 3, "expected several tables: {files:?}");
-    (model, files)
-}
-
-fn middle_table(files: &[LiveFile]) -> LiveFile {
-    let mut files = files.to_vec();
-    files.sort_by(|a, b| a.smallest.cmp(&b.smallest));
-    files[files.len() / 2].clone()
+    fill_noise(db, range, Durability::Flush)
 }
 
 /// `result` must be `Corruption` naming `file` (in the field and the message); returns the
@@ -153,7 +124,7 @@ fn entries_backward(t: &inspect::Table) -> Scanned {
 #[test]
 fn every_byte_of_a_table_is_checked_and_reported_at_its_block() {
     let fs = FaultFs::new(21);
-    let (_, files) = tables(options(&fs));
+    let (_, files) = compacted_tables(options(&fs));
     let table = files.iter().max_by_key(|f| f.size).unwrap().clone();
     let good = fs.file_contents(&table.path).unwrap();
     let path = PathBuf::from("/copy/000001.sst");
@@ -224,7 +195,7 @@ fn resealed_damage_in_every_block_is_reported_without_panic() {
         let fs = FaultFs::new(28);
         let mut opts = options(&fs);
         opts.table.compression = compression;
-        let (_, files) = tables(opts);
+        let (_, files) = compacted_tables(opts);
         let table = files.iter().max_by_key(|f| f.size).unwrap().clone();
         let good = fs.file_contents(&table.path).unwrap();
         let path = PathBuf::from("/copy/000001.sst");
@@ -276,7 +247,7 @@ fn resealed_damage_in_every_block_is_reported_without_panic() {
 /// Flips a bit in the first data block of the middle table and reopens.
 fn damaged_db(seed: u64) -> (Arc<FaultFs>, Db, Model, LiveFile) {
     let fs = FaultFs::new(seed);
-    let (model, files) = tables(options(&fs));
+    let (model, files) = compacted_tables(options(&fs));
     let table = middle_table(&files);
     fs.flip_bit(&table.path, 100, 3);
     let db = Db::open(options(&fs)).unwrap();
@@ -362,7 +333,7 @@ fn multi_get_over_a_damaged_block_reports_it() {
 #[test]
 fn read_only_check_of_a_damaged_table_reports_it() {
     let fs = FaultFs::new(29);
-    let (model, files) = tables(options(&fs));
+    let (model, files) = compacted_tables(options(&fs));
     let table = middle_table(&files);
     fs.flip_bit(&table.path, 100, 5);
     let mut opts = options(&fs);
@@ -398,7 +369,7 @@ fn background_compaction_over_damage_stops_writes_and_keeps_the_input() {
             // New keys between the table's own, so that L1 grows past its target.
             let mut k = key6(i);
             k.extend_from_slice(format!("-{round}").as_bytes());
-            let v = value(i + round * 7919);
+            let v = noise_value(i + round * 7919);
             if let Err(e) = db.put(&w, &k, &v) {
                 failure = Some(e);
                 break 'rounds;
@@ -434,7 +405,7 @@ fn background_compaction_over_damage_stops_writes_and_keeps_the_input() {
 fn compaction_reading_ahead_into_damage_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let opts = || tiny().tiers_in(dir.path()).build().unwrap();
-    let (mut model, files) = tables(opts());
+    let (mut model, files) = compacted_tables(opts());
     let table = files.iter().max_by_key(|f| f.size).unwrap().clone();
     let t = inspect::Table::open(
         tierkv::env::PosixFs::new().open_read(&table.path).unwrap(),

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{crash_now, key6, scan, tiny, Crash, TierSetup, FAST};
+use common::{crash_now, key6, scan, tiny, Crash, PmDirs, TierSetup, FAST};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -23,32 +23,6 @@ use tierkv::inspect::AreaMeta;
 use tierkv::{Db, Error, Options, TierConfig, TierKind, WalMode, WriteBatch, WriteOptions};
 
 const PAGE: usize = 4096;
-
-/// A fast tier on /dev/shm and a capacity tier on disk, removed at drop.
-struct PmDirs {
-    fast: tempfile::TempDir,
-    capacity: tempfile::TempDir,
-}
-
-impl PmDirs {
-    fn new() -> Option<PmDirs> {
-        if !Path::new("/dev/shm").is_dir() {
-            return None;
-        }
-        Some(PmDirs {
-            fast: tempfile::tempdir_in("/dev/shm").unwrap(),
-            capacity: tempfile::tempdir().unwrap(),
-        })
-    }
-
-    fn fast(&self) -> PathBuf {
-        self.fast.path().join("db")
-    }
-
-    fn capacity(&self) -> PathBuf {
-        self.capacity.path().join("db")
-    }
-}
 
 /// Tiny LSM options on a pm fast tier at `fast` and a disk tier at `capacity`.
 fn pm_options(fast: &Path, capacity: &Path, mode: WalMode) -> Options {

@@ -13,37 +13,17 @@ mod common;
 
 use common::{
     answered_by_store, get_named, large_value, names, put_named, small_value, tiny,
-    write_two_slab_jobs,
+    write_two_slab_jobs, PmDirs,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tierkv::{
     Db, Error, Options, Preset, RecoveryMode, TierConfig, TierKind, WalMode, WriteOptions,
 };
 
-/// A fast tier on /dev/shm and a capacity tier on disk, removed at drop.
-struct PmDirs {
-    fast: tempfile::TempDir,
-    capacity: tempfile::TempDir,
-}
-
 impl PmDirs {
-    fn new() -> Option<PmDirs> {
-        if !Path::new("/dev/shm").is_dir() {
-            return None;
-        }
-        Some(PmDirs {
-            fast: tempfile::tempdir_in("/dev/shm").unwrap(),
-            capacity: tempfile::tempdir().unwrap(),
-        })
-    }
-
-    fn fast(&self) -> PathBuf {
-        self.fast.path().join("db")
-    }
-
     /// The `splitkv` preset on tiny tables, a 64 KiB hot store on the pm tier.
     fn options(&self, mode: WalMode) -> Options {
-        pm_options(&self.fast(), &self.capacity.path().join("db"), mode, None)
+        pm_options(&self.fast(), &self.capacity(), mode, None)
     }
 }
 
@@ -282,7 +262,7 @@ fn a_killed_process_loses_no_synced_write_on_a_pm_wal() {
     }
     for recovery in ["default", "absolute", "mixed"] {
         let Some(dirs) = PmDirs::new() else { return };
-        let capacity = dirs.capacity.path().join("db");
+        let capacity = dirs.capacity();
         let spec = format!(
             "{}|{}|{recovery}",
             dirs.fast().display(),

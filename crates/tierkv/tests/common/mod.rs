@@ -6,6 +6,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod crash;
+pub mod damage;
 pub mod forward;
 pub mod kv;
 pub mod opts;
@@ -13,6 +14,7 @@ pub mod tiers;
 pub mod wait;
 
 pub use crash::{crash_now, drop_within, env_u64, Crash, Failures, FsImage, CRASHES, DROP_LIMIT};
+pub use damage::{compacted_tables, damage_options, fill_noise, middle_table, noise_value};
 pub(crate) use forward::forward_fs;
 pub use kv::{
     answered_by_store, assert_same_entries, assert_scan_matches, collect_entries, get_named, key,
@@ -20,7 +22,7 @@ pub use kv::{
     small_value, value, write_two_slab_jobs, Entry, Model,
 };
 pub use opts::{hot_slab, hot_slab_options, sized, small, tiny, MODES};
-pub use tiers::{vlog_files, TierSetup, CAPACITY, FAST};
+pub use tiers::{vlog_files, PmDirs, TierSetup, CAPACITY, FAST};
 pub use wait::{
     block_on, block_on_counted, each_mode, poll_for, ready_within, submit, try_submit,
     wait_bounded, wait_for, wait_ready, within, Blocked, HANDLE_LIMIT, TEST_LIMIT,

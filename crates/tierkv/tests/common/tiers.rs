@@ -64,3 +64,32 @@ pub fn vlog_files(fs: &dyn tierkv::env::Fs, dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A fast tier on /dev/shm (for a `pm` tier) and a capacity tier on disk, removed at drop.
+pub struct PmDirs {
+    fast: tempfile::TempDir,
+    capacity: tempfile::TempDir,
+}
+
+impl PmDirs {
+    /// `None` where /dev/shm is missing (the tests that need it return early).
+    pub fn new() -> Option<PmDirs> {
+        if !Path::new("/dev/shm").is_dir() {
+            return None;
+        }
+        Some(PmDirs {
+            fast: tempfile::tempdir_in("/dev/shm").unwrap(),
+            capacity: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    /// The fast tier's database directory, on /dev/shm.
+    pub fn fast(&self) -> PathBuf {
+        self.fast.path().join("db")
+    }
+
+    /// The capacity tier's database directory, on disk.
+    pub fn capacity(&self) -> PathBuf {
+        self.capacity.path().join("db")
+    }
+}
