@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{poll_for, small, tiny, TierSetup};
+use common::{poll_for, small, split_small_files, tiny, TierSetup};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -693,11 +693,7 @@ fn read_only_async_reads_complete() {
 #[test]
 fn value_log_collection_is_not_a_conflicting_write() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = tiny()
-        .values(tierkv::ValuesMode::Split)
-        .split_threshold(100)
-        .vlog_file_size(64 << 10)
-        .vlog_gc_threshold(1.0 / 3.0)
+    let opts = split_small_files(tiny())
         .tiers_in(dir.path())
         .build()
         .unwrap();

@@ -64,6 +64,33 @@ fn corruption_in(e: &Error, file: &Path, what: &str) -> u64 {
 // A table on its own: every byte
 // ---------------------------------------------------------------------------------------------
 
+/// A file beside the database's tables where altered copies of one are opened on their own.
+struct TableCopy {
+    fs: Arc<FaultFs>,
+    path: PathBuf,
+}
+
+impl TableCopy {
+    /// Writes `bytes` as the copy and opens it as a table.
+    fn open(&self, bytes: &[u8]) -> Result<inspect::Table> {
+        self.fs.write_raw(&self.path, bytes);
+        inspect::Table::open(self.fs.open_read(&self.path).unwrap(), &self.path)
+    }
+}
+
+/// The bytes of the largest table `opts` makes in `fs`, and a copy to open altered versions.
+fn largest_table(fs: &Arc<FaultFs>, opts: Options) -> (Vec<u8>, TableCopy) {
+    let (_, files) = compacted_tables(opts);
+    let table = files.iter().max_by_key(|f| f.size).unwrap().clone();
+    let good = fs.file_contents(&table.path).unwrap();
+    fs.create_dir_all(Path::new("/copy")).unwrap();
+    let copy = TableCopy {
+        fs: fs.clone(),
+        path: PathBuf::from("/copy/000001.sst"),
+    };
+    (good, copy)
+}
+
 /// Where each stored unit of a table starts and ends (trailer included): data blocks, the
 /// filter, index and properties blocks, and the footer.
 fn units(bytes: &[u8], table: &inspect::Table) -> Vec<(u64, u64)> {
@@ -124,15 +151,8 @@ fn entries_backward(t: &inspect::Table) -> Scanned {
 #[test]
 fn every_byte_of_a_table_is_checked_and_reported_at_its_block() {
     let fs = FaultFs::new(21);
-    let (_, files) = compacted_tables(options(&fs));
-    let table = files.iter().max_by_key(|f| f.size).unwrap().clone();
-    let good = fs.file_contents(&table.path).unwrap();
-    let path = PathBuf::from("/copy/000001.sst");
-    fs.create_dir_all(Path::new("/copy")).unwrap();
-    let open = |bytes: &[u8]| {
-        fs.write_raw(&path, bytes);
-        inspect::Table::open(fs.open_read(&path).unwrap(), &path)
-    };
+    let (good, copy) = largest_table(&fs, options(&fs));
+    let (path, open) = (&copy.path, |bytes: &[u8]| copy.open(bytes));
     let pristine = open(&good).unwrap();
     let all = entries_forward(&pristine).0;
     let units = units(&good, &pristine);
@@ -147,23 +167,23 @@ fn every_byte_of_a_table_is_checked_and_reported_at_its_block() {
         bytes[at] ^= 1 << (at % 8);
         let t = match open(&bytes) {
             Err(e) => {
-                let offset = expect_corruption(Err::<(), _>(e), &path, &what);
+                let offset = expect_corruption(Err::<(), _>(e), path, &what);
                 assert_eq!(offset, unit.0, "{what}: open reports the wrong offset");
                 continue;
             }
             Ok(t) => t,
         };
-        let offset = expect_corruption(t.verify_checksums(), &path, &what);
+        let offset = expect_corruption(t.verify_checksums(), path, &what);
         assert_eq!(offset, unit.0, "{what}: verify reports the wrong offset");
         let (fwd, status) = entries_forward(&t);
-        let offset = expect_corruption(status, &path, &format!("{what}: forward"));
+        let offset = expect_corruption(status, path, &format!("{what}: forward"));
         assert_eq!(
             offset, unit.0,
             "{what}: forward scan reports the wrong offset"
         );
         assert_eq!(fwd[..], all[..fwd.len()], "{what}: forward scan");
         let (back, status) = entries_backward(&t);
-        let offset = expect_corruption(status, &path, &format!("{what}: backward"));
+        let offset = expect_corruption(status, path, &format!("{what}: backward"));
         assert_eq!(
             offset, unit.0,
             "{what}: backward scan reports the wrong offset"
@@ -195,15 +215,8 @@ fn resealed_damage_in_every_block_is_reported_without_panic() {
         let fs = FaultFs::new(28);
         let mut opts = options(&fs);
         opts.table.compression = compression;
-        let (_, files) = compacted_tables(opts);
-        let table = files.iter().max_by_key(|f| f.size).unwrap().clone();
-        let good = fs.file_contents(&table.path).unwrap();
-        let path = PathBuf::from("/copy/000001.sst");
-        fs.create_dir_all(Path::new("/copy")).unwrap();
-        let open = |bytes: &[u8]| {
-            fs.write_raw(&path, bytes);
-            inspect::Table::open(fs.open_read(&path).unwrap(), &path)
-        };
+        let (good, copy) = largest_table(&fs, opts);
+        let (path, open) = (&copy.path, |bytes: &[u8]| copy.open(bytes));
         let pristine = open(&good).unwrap();
         let units = units(&good, &pristine);
         // Every unit but the footer, whose checksum is not a block trailer.
@@ -219,7 +232,7 @@ fn resealed_damage_in_every_block_is_reported_without_panic() {
                     reseal(&mut bytes, unit);
                     let t = match open(&bytes) {
                         Err(e) => {
-                            corruption_in(&e, &path, &what);
+                            corruption_in(&e, path, &what);
                             continue;
                         }
                         Ok(t) => t,
@@ -227,11 +240,11 @@ fn resealed_damage_in_every_block_is_reported_without_panic() {
                     // NB: a resealed index handle may point anywhere in the block area, so the
                     // offset reported is then that of the bogus block.
                     if let Err(e) = t.verify_checksums() {
-                        corruption_in(&e, &path, &what);
+                        corruption_in(&e, path, &what);
                     }
                     for (_, status) in [entries_forward(&t), entries_backward(&t)] {
                         if let Err(e) = status {
-                            corruption_in(&e, &path, &what);
+                            corruption_in(&e, path, &what);
                         }
                     }
                 }

@@ -9,7 +9,8 @@
 mod common;
 
 use common::{
-    collect_entries, crash_now, tiny, vlog_files, Crash, Model, TierSetup, CAPACITY, CRASHES,
+    collect_entries, crash_now, split_collected_on_call, split_small_files, tiny, versioned_value,
+    vlog_files, Crash, Model, TierSetup, CAPACITY, CRASHES, SPLIT_THRESHOLD, VLOG_FILE_SIZE,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -18,37 +19,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultFs, Fs};
-use tierkv::{
-    Db, Durability, OptionsBuilder, ReadOptions, ValueSeparation, ValuesMode, WalMode, WriteOptions,
-};
+use tierkv::{Db, Durability, ReadOptions, ValueSeparation, WalMode, WriteOptions};
 
-const THRESHOLD: u64 = 100;
-/// The smallest value-log file the options take, so a test fills several.
-const FILE_SIZE: u64 = 64 << 10;
 /// Record bytes besides key and value (crc32c, key length, value length).
 const RECORD_HEADER: u64 = 12;
-
-/// Split values with small value-log files, collected at a third of garbage: a collected
-/// file then holds at most half its live bytes again in garbage (1.5x).
-fn split(b: OptionsBuilder) -> OptionsBuilder {
-    b.values(ValuesMode::Split)
-        .split_threshold(THRESHOLD)
-        .vlog_file_size(FILE_SIZE)
-        .vlog_gc_threshold(1.0 / 3.0)
-}
-
-/// A value naming its key and version, so a read can tell whose value it got.
-fn val(key: &[u8], version: u64, len: usize) -> Vec<u8> {
-    let mut v = format!("{}/{version}/", String::from_utf8_lossy(key)).into_bytes();
-    v.extend((0..len.saturating_sub(v.len())).map(|j| (version as usize * 131 + j * 7) as u8));
-    v
-}
 
 /// Record bytes the model's separated values take.
 fn live_record_bytes(model: &Model) -> u64 {
     model
         .iter()
-        .filter(|(_, v)| v.len() as u64 >= THRESHOLD)
+        .filter(|(_, v)| v.len() as u64 >= SPLIT_THRESHOLD)
         .map(|(k, v)| RECORD_HEADER + k.len() as u64 + v.len() as u64)
         .sum()
 }
@@ -69,7 +49,12 @@ fn check_model(db: &Db, model: &Model, what: &str) {
 #[test]
 fn overwrite_heavy_run_then_gc_keeps_live_values_within_one_and_a_half_times() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = || split(tiny()).tiers_in(dir.path()).build().unwrap();
+    let opts = || {
+        split_small_files(tiny())
+            .tiers_in(dir.path())
+            .build()
+            .unwrap()
+    };
     let db = Db::open(opts()).unwrap();
     let mut model = Model::new();
     let mut rng = SmallRng::seed_from_u64(3);
@@ -82,7 +67,7 @@ fn overwrite_heavy_run_then_gc_keeps_live_values_within_one_and_a_half_times() {
         } else {
             // Mostly separated values, some inline, so keys move between the paths.
             let len = if rng.gen_range(0..8) == 0 { 40 } else { 1000 };
-            let v = val(&k, step, len);
+            let v = versioned_value(&k, step, len);
             db.put(&w, &k, &v).unwrap();
             model.insert(k, v);
         }
@@ -91,7 +76,10 @@ fn overwrite_heavy_run_then_gc_keeps_live_values_within_one_and_a_half_times() {
     db.compact_range(None, None).unwrap();
     let before = db.stats();
     // NB: background rounds may already have collected some files.
-    assert!(before.vlog_bytes_written > 10 * FILE_SIZE, "{before:?}");
+    assert!(
+        before.vlog_bytes_written > 10 * VLOG_FILE_SIZE,
+        "{before:?}"
+    );
     assert_eq!(db.collect_value_log().unwrap(), 0, "no reader holds a file");
     let st = db.stats();
     check_model(&db, &model, "after gc");
@@ -119,7 +107,9 @@ fn snapshot_and_iterator_from_before_gc_read_their_values_until_released() {
     let dir = tempfile::tempdir().unwrap();
     // One background worker: no background collection (a round needs a second worker), so
     // the first file is collected by the call below, after the snapshot was taken.
-    let opts = split(tiny()).background_threads(1).tiers_in(dir.path());
+    let opts = split_small_files(tiny())
+        .background_threads(1)
+        .tiers_in(dir.path());
     let db = Db::open(opts.build().unwrap()).unwrap();
     let fs = db.options().fs.clone();
     let cap = dir.path().join("capacity");
@@ -128,14 +118,14 @@ fn snapshot_and_iterator_from_before_gc_read_their_values_until_released() {
     let mut model = Model::new();
     for i in 0..40u64 {
         let k = format!("k{i:02}").into_bytes();
-        let v = val(&k, 0, 1500);
+        let v = versioned_value(&k, 0, 1500);
         db.put(&w, &k, &v).unwrap();
         model.insert(k, v);
     }
     let first = vlog_files(fs.as_ref(), &cap)[0].clone();
     for i in (0..40u64).step_by(2) {
         let k = format!("k{i:02}").into_bytes();
-        let v = val(&k, 1, 1500);
+        let v = versioned_value(&k, 1, 1500);
         db.put(&w, &k, &v).unwrap();
         model.insert(k, v);
     }
@@ -147,7 +137,7 @@ fn snapshot_and_iterator_from_before_gc_read_their_values_until_released() {
     let old = model.clone();
     for i in (1..40u64).step_by(4) {
         let k = format!("k{i:02}").into_bytes();
-        let v = val(&k, 2, 1500);
+        let v = versioned_value(&k, 2, 1500);
         db.put(&w, &k, &v).unwrap();
         model.insert(k, v);
     }
@@ -173,7 +163,15 @@ fn snapshot_and_iterator_from_before_gc_read_their_values_until_released() {
 #[test]
 fn background_gc_races_overwrites_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(split(tiny()).tiers_in(dir.path()).build().unwrap()).unwrap());
+    let db = Arc::new(
+        Db::open(
+            split_small_files(tiny())
+                .tiers_in(dir.path())
+                .build()
+                .unwrap(),
+        )
+        .unwrap(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     // A reader checks that every value it gets is one written to its key.
     let reader = {
@@ -204,7 +202,7 @@ fn background_gc_races_overwrites_and_deletes() {
             db.delete(&w, &k).unwrap();
             model.remove(&k);
         } else {
-            let v = val(&k, step, rng.gen_range(50..2000));
+            let v = versioned_value(&k, step, rng.gen_range(50..2000));
             db.put(&w, &k, &v).unwrap();
             model.insert(k, v);
         }
@@ -224,7 +222,7 @@ fn closing_while_background_gc_writes_finishes_in_every_wal_mode() {
         for round in 0..6u64 {
             let dir = tempfile::tempdir().unwrap();
             let opts = || {
-                split(tiny())
+                split_small_files(tiny())
                     .wal(mode)
                     .tiers_in(dir.path())
                     .build()
@@ -235,7 +233,7 @@ fn closing_while_background_gc_writes_finishes_in_every_wal_mode() {
             let mut model = Model::new();
             for step in 0..400 {
                 let k = format!("k{:03}", rng.gen_range(0..40)).into_bytes();
-                let v = val(&k, step, rng.gen_range(200..1500));
+                let v = versioned_value(&k, step, rng.gen_range(200..1500));
                 db.put(&WriteOptions::default(), &k, &v).unwrap();
                 model.insert(k, v);
             }
@@ -271,7 +269,7 @@ fn workload(db: &Db, seed: u64, steps: usize) -> (Vec<(Model, Durability)>, usiz
             next.remove(&k);
             db.delete(&w, &k)
         } else {
-            let v = val(&k, step as u64, rng.gen_range(60..1500));
+            let v = versioned_value(&k, step as u64, rng.gen_range(60..1500));
             next.insert(k.clone(), v.clone());
             db.put(&w, &k, &v)
         };
@@ -305,7 +303,7 @@ fn crash_sweep_across_gc_rewrites_keeps_acknowledged_writes_and_pointers() {
 fn crash_sweep(mode: WalMode) {
     const STEPS: usize = 400;
     let opts = |fs: &Arc<FaultFs>| {
-        split(tiny())
+        split_small_files(tiny())
             .wal(mode)
             .fs(fs.clone() as Arc<dyn Fs>)
             .fault_tiers()
@@ -384,7 +382,7 @@ fn gc_in_every_wal_mode(separation: ValueSeparation) {
     common::each_mode("split values", move |mode| {
         let dir = tempfile::tempdir().unwrap();
         let opts = || {
-            split(common::small(mode, 64 << 10))
+            split_small_files(common::small(mode, 64 << 10))
                 .vlog_separation(separation)
                 .tiers_in(dir.path())
                 .build()
@@ -404,12 +402,12 @@ fn gc_in_every_wal_mode(separation: ValueSeparation) {
                     model.remove(&k);
                 }
                 1 => {
-                    let v = val(&k, step, 900);
+                    let v = versioned_value(&k, step, 900);
                     db.submit_put(&w, &k, &v).unwrap().wait().unwrap();
                     model.insert(k, v);
                 }
                 2 => {
-                    let v = val(&k, step, 700);
+                    let v = versioned_value(&k, step, 700);
                     // NB: a collection's rewrite of `k` is a new version of it, so the commit
                     // may meet a conflict (docs/value-log.md): retried, as a user would.
                     loop {
@@ -423,7 +421,7 @@ fn gc_in_every_wal_mode(separation: ValueSeparation) {
                     model.insert(k, v);
                 }
                 _ => {
-                    let v = val(&k, step, rng.gen_range(20..1200));
+                    let v = versioned_value(&k, step, rng.gen_range(20..1200));
                     db.put(&w, &k, &v).unwrap();
                     model.insert(k, v);
                 }
@@ -454,20 +452,13 @@ fn gc_in_every_wal_mode(separation: ValueSeparation) {
 #[test]
 fn garbage_counts_and_collected_files_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    // One background worker: no background round, so only the calls below collect.
-    let opts = || {
-        split(tiny())
-            .background_threads(1)
-            .tiers_in(dir.path())
-            .build()
-            .unwrap()
-    };
+    let opts = || split_collected_on_call(dir.path());
     let mut model = Model::new();
     /// Writes every `every`th key again and makes its old value garbage.
     fn write_all(db: &Db, model: &mut Model, version: u64, every: usize) {
         for i in (0..150u64).step_by(every) {
             let k = format!("k{i:03}").into_bytes();
-            let v = val(&k, version, 1000);
+            let v = versioned_value(&k, version, 1000);
             db.put(&WriteOptions::default(), &k, &v).unwrap();
             model.insert(k, v);
         }
@@ -478,7 +469,7 @@ fn garbage_counts_and_collected_files_survive_a_restart() {
     write_all(&db, &mut model, 1, 1);
     write_all(&db, &mut model, 2, 1);
     let before = db.stats();
-    assert!(before.vlog_garbage_bytes > 2 * FILE_SIZE, "{before:?}");
+    assert!(before.vlog_garbage_bytes > 2 * VLOG_FILE_SIZE, "{before:?}");
     assert_eq!(before.vlog_gc_runs, 0);
     drop(db);
 

@@ -5,28 +5,14 @@
 
 mod common;
 
-use common::{crash_now, tiny, vlog_files, Crash, Failures, Model, TierSetup, CAPACITY};
+use common::{
+    crash_now, split_collected_on_call, split_small_files, tiny, versioned_value, vlog_files,
+    Crash, Failures, Model, TierSetup, CAPACITY, VLOG_FILE_SIZE,
+};
 use std::path::Path;
 use std::sync::Arc;
 use tierkv::env::{CrashPolicy, FaultFs, Fs};
-use tierkv::{Db, Durability, OptionsBuilder, ReadOptions, ValuesMode, WriteOptions};
-
-const THRESHOLD: u64 = 100;
-/// The smallest value-log file the options take.
-const FILE_SIZE: u64 = 64 << 10;
-
-fn split(b: OptionsBuilder) -> OptionsBuilder {
-    b.values(ValuesMode::Split)
-        .split_threshold(THRESHOLD)
-        .vlog_file_size(FILE_SIZE)
-        .vlog_gc_threshold(1.0 / 3.0)
-}
-
-fn val(key: &[u8], version: u64, len: usize) -> Vec<u8> {
-    let mut v = format!("{}/{version}/", String::from_utf8_lossy(key)).into_bytes();
-    v.extend((0..len.saturating_sub(v.len())).map(|j| (version as usize * 131 + j * 7) as u8));
-    v
-}
+use tierkv::{Db, Durability, ReadOptions, WriteOptions};
 
 fn sync() -> WriteOptions {
     WriteOptions::sync()
@@ -43,21 +29,21 @@ fn k(i: u64) -> Vec<u8> {
 fn first_file_mostly_garbage(db: &Db, model: &mut Model) -> String {
     let fs = db.options().fs.clone();
     for i in 0..45 {
-        let v = val(&k(i), 0, 1500);
+        let v = versioned_value(&k(i), 0, 1500);
         db.put(&sync(), &k(i), &v).unwrap();
         model.insert(k(i), v);
     }
     let first = vlog_files(fs.as_ref(), Path::new(CAPACITY))[0].clone();
     assert_eq!(vlog_files(fs.as_ref(), Path::new(CAPACITY)).len(), 2);
     for i in 1..45 {
-        let v = val(&k(i), 1, 200);
+        let v = versioned_value(&k(i), 1, 200);
         db.put(&sync(), &k(i), &v).unwrap();
         model.insert(k(i), v);
     }
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     assert!(
-        db.stats().vlog_garbage_bytes > FILE_SIZE / 2,
+        db.stats().vlog_garbage_bytes > VLOG_FILE_SIZE / 2,
         "{:?}",
         db.stats()
     );
@@ -84,7 +70,7 @@ fn gc_of_a_record_killed_only_by_an_unsynced_write_then_crash_keeps_the_synced_v
             );
             let fs = FaultFs::new(1);
             let opts = || {
-                split(tiny())
+                split_small_files(tiny())
                     // No background round: only the call below collects.
                     .background_threads(1)
                     .fs(fs.clone() as Arc<dyn Fs>)
@@ -144,20 +130,14 @@ fn record_len(len: usize) -> usize {
 #[test]
 fn gc_keeps_live_records_after_a_record_whose_length_field_is_damaged() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = || {
-        split(tiny())
-            .background_threads(1)
-            .tiers_in(dir.path())
-            .build()
-            .unwrap()
-    };
+    let opts = || split_collected_on_call(dir.path());
     let cap = dir.path().join("capacity");
     let mut model = Model::new();
     let db = Db::open(opts()).unwrap();
     let fs = db.options().fs.clone();
     // The first file: k000..k043 (the 44th record passes the file size), k044 starts the second.
     for i in 0..45 {
-        let v = val(&k(i), 0, 1500);
+        let v = versioned_value(&k(i), 0, 1500);
         db.put(&sync(), &k(i), &v).unwrap();
         model.insert(k(i), v);
     }
@@ -170,7 +150,7 @@ fn gc_keeps_live_records_after_a_record_whose_length_field_is_damaged() {
     );
     // k000..k029 overwritten (garbage in the first file), k030..k043 still live there.
     for i in 0..30 {
-        let v = val(&k(i), 1, 200);
+        let v = versioned_value(&k(i), 1, 200);
         db.put(&sync(), &k(i), &v).unwrap();
         model.insert(k(i), v);
     }
@@ -230,19 +210,14 @@ fn gc_keeps_live_records_after_a_record_whose_length_field_is_damaged() {
 fn a_collected_files_number_is_not_reused_and_its_stale_pointers_do_not_count_against_another_file()
 {
     let dir = tempfile::tempdir().unwrap();
-    let opts = || {
-        split(tiny())
-            .background_threads(1)
-            .tiers_in(dir.path())
-            .build()
-            .unwrap()
-    };
+    let opts = || split_collected_on_call(dir.path());
     let cap = dir.path().join("capacity");
     let db = Db::open(opts()).unwrap();
     let fs = db.options().fs.clone();
     // k000..k043 in the first file, k044..k049 in the second.
     for i in 0..50 {
-        db.put(&sync(), &k(i), &val(&k(i), 0, 1500)).unwrap();
+        db.put(&sync(), &k(i), &versioned_value(&k(i), 0, 1500))
+            .unwrap();
     }
     assert_eq!(
         vlog_files(fs.as_ref(), &cap),
@@ -274,7 +249,7 @@ fn a_collected_files_number_is_not_reused_and_its_stale_pointers_do_not_count_ag
     drop(db);
 
     let db = Db::open(opts()).unwrap();
-    let v = val(b"new", 0, 1500);
+    let v = versioned_value(b"new", 0, 1500);
     db.put(&sync(), b"new", &v).unwrap();
     let files = vlog_files(fs.as_ref(), &cap);
     assert_eq!(files.last().map(String::as_str), Some("000003.vlog"));
@@ -301,7 +276,7 @@ fn a_collected_files_number_is_not_reused_and_its_stale_pointers_do_not_count_ag
 fn recovery_reports_a_flipped_bit_in_a_replayed_writes_record_naming_file_and_offset() {
     let fs = FaultFs::new(3);
     let opts = |fs: &Arc<FaultFs>, mode: Option<tierkv::RecoveryMode>| {
-        let mut b = split(tiny())
+        let mut b = split_small_files(tiny())
             .background_threads(1)
             .fs(fs.clone() as Arc<dyn Fs>)
             .fault_tiers();
@@ -313,9 +288,9 @@ fn recovery_reports_a_flipped_bit_in_a_replayed_writes_record_naming_file_and_of
     let db = Db::open(opts(&fs, None)).unwrap();
     let w = WriteOptions::default();
     db.put(&w, b"a", b"small").unwrap();
-    let big = val(b"b", 0, 1500);
+    let big = versioned_value(b"b", 0, 1500);
     db.put(&w, b"b", &big).unwrap();
-    db.put(&w, b"c", &val(b"c", 0, 1500)).unwrap();
+    db.put(&w, b"c", &versioned_value(b"c", 0, 1500)).unwrap();
     db.put(&w, b"d", b"small").unwrap();
     crash_now(&fs, db, Crash::Process, "process crash");
     let path = Path::new(CAPACITY).join("000001.vlog");

@@ -249,18 +249,7 @@ fn sweep_case(mode: WalMode, crash: Crash, seed: u64, n: u32) -> std::result::Re
     }
     crash_now(&fs, db, crash, "sweep");
     let db = Db::open(mode_opts(&fs, mode, 256 << 10)).map_err(|e| format!("reopen: {e}"))?;
-    let present: Vec<bool> = (0..n)
-        .map(|i| db.get(&ReadOptions::default(), &k(i)).unwrap().is_some())
-        .collect();
-    let m = present.iter().take_while(|&&p| p).count();
-    if let Some(j) = present[m..].iter().position(|&p| p) {
-        return Err(format!("not a prefix: {m} missing but {} present", m + j));
-    }
-    if let Some(s) = last_sync {
-        if (m as u32) <= s {
-            return Err(format!("acknowledged Sync write {s} lost (recovered {m})"));
-        }
-    }
+    let m = recovered_prefix(&db, n, last_sync)?;
     // A new write after recovery must win over whatever was recovered.
     for i in 0..n.min(m as u32) {
         if i % 7 == 0 {
@@ -479,19 +468,23 @@ fn fault_case(
     }
     crash_now(&fs, db, Crash::Power(CrashPolicy::DropUnsynced), "fault");
     let db = Db::open(opts).map_err(|e| format!("reopen: {e}"))?;
-    let present: Vec<bool> = (0..total)
+    recovered_prefix(&db, total, last_sync).map(drop)
+}
+
+/// How many of the writes `0..n` (key `k(i)` each) `db` recovered: an error unless they are a
+/// prefix that holds the last acknowledged `Sync` write, `last_sync`.
+fn recovered_prefix(db: &Db, n: u32, last_sync: Option<u32>) -> Result<usize, String> {
+    let present: Vec<bool> = (0..n)
         .map(|i| db.get(&ReadOptions::default(), &k(i)).unwrap().is_some())
         .collect();
     let m = present.iter().take_while(|&&p| p).count();
     if let Some(j) = present[m..].iter().position(|&p| p) {
         return Err(format!("not a prefix: {m} missing but {} present", m + j));
     }
-    if let Some(s) = last_sync {
-        if m as u32 <= s {
-            return Err(format!("acknowledged Sync write {s} lost (recovered {m})"));
-        }
+    if let Some(s) = last_sync.filter(|&s| m as u32 <= s) {
+        return Err(format!("acknowledged Sync write {s} lost (recovered {m})"));
     }
-    Ok(())
+    Ok(m)
 }
 
 #[test]

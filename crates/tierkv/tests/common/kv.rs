@@ -179,3 +179,11 @@ pub fn assert_scan_matches(db: &Db, model: &Model, what: &str) {
         "{what}: the scan differs from what was written"
     );
 }
+
+/// A value of `len` bytes (at least its prefix) naming its key and version, so a read can tell
+/// whose value it got.
+pub fn versioned_value(key: &[u8], version: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("{}/{version}/", String::from_utf8_lossy(key)).into_bytes();
+    v.extend((0..len.saturating_sub(v.len())).map(|j| (version as usize * 131 + j * 7) as u8));
+    v
+}

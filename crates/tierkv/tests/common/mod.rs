@@ -19,9 +19,12 @@ pub(crate) use forward::forward_fs;
 pub use kv::{
     answered_by_store, assert_same_entries, assert_scan_matches, collect_entries, get_named, key,
     key6, large_value, names, put_named, read_entries, round_value, scan, show_bytes, show_entry,
-    small_value, value, write_two_slab_jobs, Entry, Model,
+    small_value, value, versioned_value, write_two_slab_jobs, Entry, Model,
 };
-pub use opts::{hot_slab, hot_slab_options, sized, small, tiny, MODES};
+pub use opts::{
+    hot_slab, hot_slab_options, sized, small, split_collected_on_call, split_small_files, tiny,
+    MODES, SPLIT_THRESHOLD, VLOG_FILE_SIZE,
+};
 pub use tiers::{vlog_files, PmDirs, TierSetup, CAPACITY, FAST};
 pub use wait::{
     block_on, block_on_counted, each_mode, poll_for, ready_within, submit, try_submit,

@@ -4,7 +4,7 @@
 use super::TierSetup;
 use std::sync::Arc;
 use tierkv::env::FaultFs;
-use tierkv::{HotTier, Options, OptionsBuilder, WalMode};
+use tierkv::{HotTier, Options, OptionsBuilder, ValuesMode, WalMode};
 
 /// Every WAL mode, for tests that run once per mode.
 pub const MODES: [WalMode; 4] = [
@@ -56,4 +56,29 @@ pub fn hot_slab(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> OptionsBuilder
 /// [`hot_slab`], built.
 pub fn hot_slab_options(fs: &Arc<FaultFs>, mode: WalMode, budget: u64) -> Options {
     hot_slab(fs, mode, budget).build().expect("valid options")
+}
+
+/// The value size from which [`split_small_files`] separates values.
+pub const SPLIT_THRESHOLD: u64 = 100;
+/// The smallest value-log file the options take, so a test fills several.
+pub const VLOG_FILE_SIZE: u64 = 64 << 10;
+
+/// Split values from [`SPLIT_THRESHOLD`] bytes in value-log files of [`VLOG_FILE_SIZE`],
+/// collected at a third of garbage: a collected file then holds at most half its live bytes
+/// again in garbage (1.5x).
+pub fn split_small_files(b: OptionsBuilder) -> OptionsBuilder {
+    b.values(ValuesMode::Split)
+        .split_threshold(SPLIT_THRESHOLD)
+        .vlog_file_size(VLOG_FILE_SIZE)
+        .vlog_gc_threshold(1.0 / 3.0)
+}
+
+/// [`split_small_files`] on tiers under `dir`, with one background worker: no background
+/// collection round runs, so only the test's calls collect.
+pub fn split_collected_on_call(dir: &std::path::Path) -> Options {
+    split_small_files(tiny())
+        .background_threads(1)
+        .tiers_in(dir)
+        .build()
+        .unwrap()
 }

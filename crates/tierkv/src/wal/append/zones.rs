@@ -64,7 +64,7 @@ impl ZoneWal {
     /// recovery has replayed and flushed what they held.
     pub fn open(opts: &Options, tiers: &Tiers) -> Result<ZoneWal> {
         let path = tiers.fast().dir.join(DEVICE);
-        check_options(opts, &path)?;
+        // NB: `Db::open` checked the options (`check_options`) before recovery wrote anything.
         let g = Geometry::new(opts.wal.zone_size, opts.wal.zones);
         let dev = Arc::new(EmulatedZoned::open(
             tiers.fs().as_ref(),
